@@ -1,0 +1,53 @@
+"""ember: tensors as lazy futures on device actors, with NumPy, CuPy and WebGPU backends.
+
+``import ember as em``; the public names are listed in ``__all__`` (API.md).
+"""
+
+from ember.device import Device, available, cpu, cuda, default_device, device, wgpu
+from ember.dtype import (
+    DType,
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    int32,
+    int64,
+)
+from ember.dtype import bool_ as bool  # noqa: A001  (em.bool, as torch.bool)
+from ember.errors import DeviceError, DTypeError, EmberError, KernelError, RecordError, ShapeError
+from ember.ops.conversion import from_dlpack
+from ember.ops.creation import (
+    arange,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from ember.ops.elementwise import where
+from ember.ops.shape import cat, stack
+from ember.runtime import run, stats, sync, sync_async, trace
+from ember.tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Device", "DType", "Tensor",
+    "available", "cpu", "cuda", "default_device", "device", "wgpu",
+    "bfloat16", "bool", "float16", "float32", "float64", "int32", "int64",
+    "DeviceError", "DTypeError", "EmberError", "KernelError", "RecordError", "ShapeError",
+    "arange", "eye", "from_dlpack", "from_numpy", "full", "full_like", "linspace",
+    "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros",
+    "zeros_like",
+    "cat", "stack", "where",
+    "run", "stats", "sync", "sync_async", "trace",
+]

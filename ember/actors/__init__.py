@@ -1,0 +1,1 @@
+"""The runtime: device actors, their IR messages, waiters for reads, shutdown."""

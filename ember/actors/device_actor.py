@@ -1,0 +1,385 @@
+"""A device actor: one mailbox and one worker thread per device.
+
+Callers append IR messages to the actor's stream and return at once. The
+worker drains the stream in batches (everything queued when it wakes) and
+runs each message through the device's backend, keeping an environment
+that maps tensor ids to buffers. Reads and syncs are messages too; their
+results travel back through ``Waiter``s.
+
+Liveness: a dying ``Tensor`` handle posts ``Drop``; the buffer leaves the
+environment and goes back to the backend's pool once no view holds it.
+Failure: an exception inside an op marks its outputs failed; anything
+computed from them fails with the same error; every read of them raises
+``KernelError``; the worker carries on with everything else.
+Back-pressure: at most ``max_ops`` ops and ``max_bytes`` output bytes may be
+in flight; past that, submitting waits for the worker to catch up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ember.actors import trace as _trace
+from ember.actors.ir import Barrier, Call, Check, Drop, Fetch, MultiCall, Receive, Send, Upload
+from ember.actors.stats import Stats
+from ember.actors.waiter import Waiter
+from ember import dtype as _dtype
+from ember.errors import KernelError
+
+_tickets = itertools.count(1)
+# Buffers on their way between actors: ticket -> (source actor, waiter).
+_transfers: dict[int, tuple[DeviceActor, Waiter]] = {}
+_ITEMSIZE = {d.name: d.itemsize for d in _dtype.ALL}
+
+# Defaults for back-pressure; generous guesses, overridable per process.
+DEFAULT_MAX_OPS = int(os.environ.get("EMBER_MAX_OPS_IN_FLIGHT", "65536"))
+DEFAULT_MAX_BYTES = int(os.environ.get("EMBER_MAX_BYTES_IN_FLIGHT", str(4 << 30)))
+# The worker reports progress (and wakes blocked submitters) every so many ops.
+_PROGRESS_EVERY = 256
+
+
+def format_site(site: tuple[str, int]) -> str:
+    return f"{site[0]}:{site[1]}"
+
+
+def _kernel_error(op: str, site: tuple[str, int], cause: BaseException) -> KernelError:
+    where = format_site(site)
+    err = KernelError(f"{op} failed: {type(cause).__name__}: {cause}\n  created at {where}", op, where)
+    err.__cause__ = cause
+    return err
+
+
+def _fresh(err: KernelError) -> KernelError:
+    """A new exception per read, so tracebacks of different readers do not pile up."""
+    copy = KernelError(str(err), err.op, err.site)
+    copy.__cause__ = err.__cause__
+    return copy
+
+
+class DeviceActor:
+    """The actor behind one device (``cpu:0``, ``cuda:1`` ...)."""
+
+    def __init__(self, name: str, backend: Any, max_ops: int = DEFAULT_MAX_OPS,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.name = name
+        self.backend = backend
+        self.max_ops = max_ops
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._pending: deque = deque()
+        self._wake = threading.Event()
+        self._waiters: dict[int, Waiter] = {}
+        self._in_flight_ops = 0
+        self._in_flight_bytes = 0
+        self._submitted = 0
+        self._stopping = False
+        # Worker-owned state.
+        self._env: dict[int, Any] = {}
+        self._failed: dict[int, KernelError] = {}
+        self._executed = 0
+        self._kernels = 0
+        self._batches = 0
+        self._bytes_held = 0
+        self._thread = threading.Thread(target=self._loop, name=f"ember-{name}", daemon=True)
+        self._thread.start()
+
+    # ----- caller side -------------------------------------------------------------
+
+    def submit(self, msg: Any) -> None:
+        """Queue a compute message; waits only when too much work is in flight."""
+        nbytes = message_nbytes(msg)
+        with self._lock:
+            if self._stopping:
+                return
+            self._pending.append(msg)
+            self._submitted += 1
+            self._in_flight_ops += 1
+            self._in_flight_bytes += nbytes
+            if self._in_flight_ops > self.max_ops or self._in_flight_bytes > self.max_bytes:
+                self._wake.set()
+                self._wait_for_room()
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def _wait_for_room(self) -> None:
+        # Called with the lock held. A half-drained backlog is enough room.
+        while not self._stopping and (
+            self._in_flight_ops > self.max_ops // 2 or self._in_flight_bytes > self.max_bytes // 2
+        ):
+            if not self._thread.is_alive():
+                return
+            self._room.wait(0.5)
+
+    def post(self, msg: Any) -> None:
+        """Queue a control message (drop, read, barrier); never waits."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._pending.append(msg)
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def drop(self, tensor_id: int) -> None:
+        self.post(Drop(tensor_id))
+
+    def _request(self, make: Any) -> Waiter:
+        ticket = next(_tickets)
+        waiter = Waiter()
+        self._waiters[ticket] = waiter
+        if self._stopping or not self._thread.is_alive():
+            waiter.resolve(error=KernelError(f"device {self.name} has shut down"))
+        self.post(make(ticket))
+        return waiter
+
+    def fetch(self, tensor_id: int) -> Waiter:
+        """A waiter that resolves to the tensor's data as a read-only host array."""
+        return self._request(lambda ticket: Fetch(tensor_id, ticket))
+
+    def check(self, tensor_id: int) -> Waiter:
+        """A waiter that resolves once the tensor is computed (raising if it failed)."""
+        return self._request(lambda ticket: Check(tensor_id, ticket))
+
+    def barrier(self) -> Waiter:
+        """A waiter that resolves once everything queued so far has run."""
+        return self._request(Barrier)
+
+    def send(self, tensor_id: int) -> int:
+        """Queue the hand-over of a buffer to another actor's ``Receive``; returns its ticket."""
+        ticket = next(_tickets)
+        waiter = Waiter()
+        self._waiters[ticket] = waiter
+        _transfers[ticket] = (self, waiter)
+        self.post(Send(tensor_id, ticket))
+        return ticket
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, waiter: Waiter) -> Any:
+        return waiter.wait(self.alive, self.name)
+
+    def statistics(self) -> Stats:
+        pool = self.backend.statistics()
+        return Stats(
+            ops_submitted=self._submitted,
+            ops_executed=self._executed,
+            kernels_launched=self._kernels,
+            bytes_held=self._bytes_held,
+            queue_depth=len(self._pending),
+            ops_in_flight=self._in_flight_ops,
+            buffers_pooled=pool["buffers_pooled"],
+            bytes_pooled=pool["bytes_pooled"],
+            batches=self._batches,
+        )
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Discard queued work, fail outstanding waiters, end the worker."""
+        with self._lock:
+            self._stopping = True
+            self._pending.clear()
+            self._room.notify_all()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    # ----- worker side -------------------------------------------------------------
+
+    def _loop(self) -> None:
+        np.seterr(all="ignore")  # inf and nan are results, as in PyTorch, not warnings
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                with self._lock:
+                    if self._stopping:
+                        break
+                    batch = list(self._pending)
+                    self._pending.clear()
+                if batch:
+                    self._run_batch(batch)
+        except BaseException as exc:  # a bug in the runtime itself: fail loudly, never hang
+            self._stopping = True
+            self._fail_waiters(KernelError(f"the worker of {self.name} crashed: {exc!r}"))
+            raise
+        self._fail_waiters(KernelError(f"device {self.name} has shut down"))
+
+    def _fail_waiters(self, error: KernelError) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            if not waiter.done:
+                waiter.resolve(error=error)
+
+    def _run_batch(self, batch: list) -> None:
+        self._batches += 1
+        handlers = self._handlers
+        traces = _trace.active()
+        done_ops = 0
+        done_bytes = 0
+        for msg in batch:
+            kind = type(msg)
+            if traces:
+                start = _trace.now_ns()
+                handlers[kind](self, msg)
+                self._trace_event(traces, msg, start)
+            else:
+                handlers[kind](self, msg)
+            if kind is Call or kind is MultiCall or kind is Upload or kind is Receive:
+                done_ops += 1
+                done_bytes += message_nbytes(msg)
+                if done_ops == _PROGRESS_EVERY:
+                    self._report_progress(done_ops, done_bytes)
+                    done_ops = done_bytes = 0
+        if done_ops:
+            self._report_progress(done_ops, done_bytes)
+
+    def _report_progress(self, ops: int, nbytes: int) -> None:
+        with self._lock:
+            self._in_flight_ops -= ops
+            self._in_flight_bytes -= nbytes
+            self._room.notify_all()
+
+    def _trace_event(self, traces: list, msg: Any, start: int) -> None:
+        kind = type(msg)
+        if kind is Call or kind is MultiCall:
+            name, site = msg.op, format_site(msg.site)
+        elif kind is Upload or kind is Receive:
+            name, site = kind.__name__.lower(), format_site(msg.site)
+        else:
+            name, site = kind.__name__.lower(), ""
+        event = _trace.TraceEvent(name, self.name, threading.current_thread().name, start,
+                                  _trace.now_ns() - start, site)
+        for t in traces:
+            t.record(event)
+
+    def _store(self, tensor_id: int, value: Any) -> None:
+        self._env[tensor_id] = value
+        self._bytes_held += self.backend.owned_nbytes(value)
+
+    def _inputs_failed(self, inputs: tuple[int, ...]) -> KernelError | None:
+        failed = self._failed
+        for i in inputs:
+            if i in failed:
+                return failed[i]
+        return None
+
+    def _on_call(self, msg: Call) -> None:
+        self._executed += 1
+        if self._failed:
+            err = self._inputs_failed(msg.inputs)
+            if err is not None:
+                self._failed[msg.out] = err
+                return
+        env = self._env
+        try:
+            value = self.backend.run(msg, [env[i] for i in msg.inputs])
+        except Exception as exc:
+            self._failed[msg.out] = _kernel_error(msg.op, msg.site, exc)
+            return
+        self._kernels += 1
+        self._store(msg.out, value)
+
+    def _on_multi_call(self, msg: MultiCall) -> None:
+        self._executed += 1
+        err = self._inputs_failed(msg.inputs) if self._failed else None
+        if err is None:
+            env = self._env
+            try:
+                values = self.backend.run(msg, [env[i] for i in msg.inputs])
+            except Exception as exc:
+                err = _kernel_error(msg.op, msg.site, exc)
+        if err is not None:
+            for out in msg.outs:
+                self._failed[out] = err
+            return
+        self._kernels += 1
+        for out, value in zip(msg.outs, values, strict=True):
+            self._store(out, value)
+
+    def _on_upload(self, msg: Upload) -> None:
+        self._executed += 1
+        try:
+            self._store(msg.out, self.backend.upload(msg.data))
+        except Exception as exc:
+            self._failed[msg.out] = _kernel_error("upload", msg.site, exc)
+
+    def _on_drop(self, msg: Drop) -> None:
+        value = self._env.pop(msg.id, None)
+        if value is None:
+            self._failed.pop(msg.id, None)
+            return
+        self._bytes_held -= self.backend.release(value)
+
+    def _on_fetch(self, msg: Fetch) -> None:
+        waiter = self._waiters.pop(msg.ticket)
+        err = self._failed.get(msg.id)
+        if err is not None:
+            waiter.resolve(error=_fresh(err))
+            return
+        try:
+            value = self.backend.to_host(self._env[msg.id])
+        except Exception as exc:
+            waiter.resolve(error=_kernel_error("read", ("<runtime>", 0), exc))
+            return
+        waiter.resolve(value)
+
+    def _on_check(self, msg: Check) -> None:
+        waiter = self._waiters.pop(msg.ticket)
+        err = self._failed.get(msg.id)
+        waiter.resolve(error=_fresh(err) if err is not None else None)
+
+    def _on_barrier(self, msg: Barrier) -> None:
+        self._waiters.pop(msg.ticket).resolve()
+
+    def _on_send(self, msg: Send) -> None:
+        waiter = self._waiters.pop(msg.ticket)
+        err = self._failed.get(msg.id)
+        if err is not None:
+            waiter.resolve(error=err)
+        else:
+            waiter.resolve(self.backend.export(self._env[msg.id]))
+
+    def _on_receive(self, msg: Receive) -> None:
+        self._executed += 1
+        source, waiter = _transfers.pop(msg.ticket)
+        try:
+            exported = source.wait(waiter)
+            value = self.backend.import_(exported, msg.shape, msg.dtype)
+        except KernelError as exc:
+            self._failed[msg.out] = exc
+            return
+        except Exception as exc:
+            self._failed[msg.out] = _kernel_error("to", msg.site, exc)
+            return
+        self._kernels += 1
+        self._store(msg.out, value)
+
+    _handlers = {
+        Call: _on_call,
+        MultiCall: _on_multi_call,
+        Upload: _on_upload,
+        Drop: _on_drop,
+        Fetch: _on_fetch,
+        Check: _on_check,
+        Barrier: _on_barrier,
+        Send: _on_send,
+        Receive: _on_receive,
+    }
+
+
+def message_nbytes(msg: Any) -> int:
+    """Bytes a compute message will produce, for the in-flight bound."""
+    kind = type(msg)
+    if kind is Call or kind is Receive:
+        return math.prod(msg.shape) * _ITEMSIZE[msg.dtype]
+    if kind is MultiCall:
+        return sum(math.prod(s) * _ITEMSIZE[d] for s, d in zip(msg.shapes, msg.dtypes))
+    if kind is Upload:
+        return msg.data.nbytes
+    return 0

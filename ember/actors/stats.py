@@ -1,0 +1,33 @@
+"""``em.stats()``: immutable counters of the device actors."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Stats(msgspec.Struct, frozen=True):
+    """Counters of one device actor, or totals over all of them.
+
+    Fields the fusion and autotune layers fill stay 0 on a backend without them.
+    """
+
+    ops_submitted: int = 0
+    ops_executed: int = 0
+    kernels_launched: int = 0
+    ops_fused: int = 0
+    groups: int = 0
+    plan_cache_hits: int = 0
+    autotune_hits: int = 0
+    autotune_misses: int = 0
+    bytes_held: int = 0
+    queue_depth: int = 0
+    ops_in_flight: int = 0
+    buffers_pooled: int = 0
+    bytes_pooled: int = 0
+    batches: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in self.__struct_fields__}
+
+    def __add__(self, other: Stats) -> Stats:
+        return Stats(**{f: getattr(self, f) + getattr(other, f) for f in self.__struct_fields__})

@@ -1,0 +1,175 @@
+"""Dtypes and PyTorch's type-promotion rules.
+
+bfloat16 is ``ml_dtypes.bfloat16`` on the CPU: a real NumPy dtype whose
+arithmetic rounds like PyTorch's. Low-precision floats are computed in
+float32 and rounded once per op, as PyTorch's CPU kernels do.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ember.errors import DTypeError
+
+
+class DType:
+    """A tensor element type: ``em.float32``, ``em.int64``, ``em.bool`` ..."""
+
+    __slots__ = ("name", "np", "itemsize", "kind", "rank")
+
+    def __init__(self, name: str, np_dtype: np.dtype, kind: str, rank: int) -> None:
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.kind = kind  # "b" bool, "i" integer, "f" floating
+        self.rank = rank  # order inside its kind, for promotion
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    def __repr__(self) -> str:
+        return f"ember.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+bool_ = DType("bool", np.bool_, "b", 0)
+int32 = DType("int32", np.int32, "i", 0)
+int64 = DType("int64", np.int64, "i", 1)
+float16 = DType("float16", np.float16, "f", 0)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "f", 0)
+float32 = DType("float32", np.float32, "f", 1)
+float64 = DType("float64", np.float64, "f", 2)
+
+ALL: tuple[DType, ...] = (bool_, int32, int64, float16, bfloat16, float32, float64)
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+_BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in ALL}
+# NumPy dtypes that have no ember twin but convert without loss of meaning.
+_NUMPY_WIDENED = {
+    np.dtype(np.int8): int32, np.dtype(np.int16): int32, np.dtype(np.uint8): int32,
+    np.dtype(np.uint16): int32, np.dtype(np.uint32): int64,
+}
+
+DEFAULT_FLOAT = float32
+DEFAULT_INT = int64
+
+_KIND_ORDER = {"b": 0, "i": 1, "f": 2}
+
+
+def as_dtype(value: object) -> DType:
+    """Turn a DType, its name, a NumPy dtype or a Python type into a DType."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        if value in BY_NAME:
+            return BY_NAME[value]
+        if value == "bool_":
+            return bool_
+    if value is float:
+        return DEFAULT_FLOAT
+    if value is int:
+        return DEFAULT_INT
+    if value is bool:
+        return bool_
+    try:
+        npd = np.dtype(value)
+    except TypeError:
+        npd = None
+    if npd is not None:
+        if npd in _BY_NUMPY:
+            return _BY_NUMPY[npd]
+        if npd in _NUMPY_WIDENED:
+            return _NUMPY_WIDENED[npd]
+    raise DTypeError(
+        f"dtype: {value!r} is not an ember dtype; expected one of "
+        f"{', '.join(d.name for d in ALL)}"
+    )
+
+
+def from_numpy_dtype(npd: np.dtype, op: str) -> DType:
+    """The ember dtype that stores a NumPy array of dtype ``npd``."""
+    if npd in _BY_NUMPY:
+        return _BY_NUMPY[npd]
+    if npd in _NUMPY_WIDENED:
+        return _NUMPY_WIDENED[npd]
+    raise DTypeError(f"{op}: NumPy dtype {npd} has no ember equivalent (uint64, complex and "
+                     f"object arrays are not supported)")
+
+
+def _promote_pair(a: DType, b: DType) -> DType:
+    if a is b:
+        return a
+    ka, kb = _KIND_ORDER[a.kind], _KIND_ORDER[b.kind]
+    if ka != kb:
+        return a if ka > kb else b
+    if a.rank != b.rank:
+        return a if a.rank > b.rank else b
+    # float16 with bfloat16: neither holds the other, PyTorch widens to float32.
+    return float32
+
+
+_PROMOTE = {(a, b): _promote_pair(a, b) for a in ALL for b in ALL}
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The result dtype of a binary op between two dimensioned tensors."""
+    return _PROMOTE[a, b]
+
+
+def scalar_kind(value: object) -> str:
+    """The kind of a Python scalar: "b", "i" or "f"; raises DTypeError otherwise."""
+    if isinstance(value, bool | np.bool_):
+        return "b"
+    if isinstance(value, int | np.integer):
+        return "i"
+    if isinstance(value, float | np.floating):
+        return "f"
+    raise DTypeError(f"expected a tensor or a Python scalar, got {type(value).__name__}")
+
+
+def default_for_kind(kind: str) -> DType:
+    return {"b": bool_, "i": DEFAULT_INT, "f": DEFAULT_FLOAT}[kind]
+
+
+def promote_with_scalar(tensor_dtype: DType, kind: str) -> DType:
+    """A tensor op a Python scalar: the scalar only matters if its kind is higher.
+
+    ``float32_tensor + 2.5`` stays float32; ``int32_tensor + 2.5`` is float32
+    (the default float); ``bool_tensor + 1`` is int64 (the default int).
+    """
+    if _KIND_ORDER[kind] > _KIND_ORDER[tensor_dtype.kind]:
+        return default_for_kind(kind)
+    return tensor_dtype
+
+
+def result_type(dtypes_with_dims: list[tuple[DType, bool]], scalar_kinds: list[str]) -> DType:
+    """PyTorch's ``result_type``: dimensioned tensors first, then 0-d tensors, then scalars.
+
+    A 0-d tensor or a scalar raises the result only into a higher kind.
+    """
+    dimensioned = [d for d, has_dims in dtypes_with_dims if has_dims]
+    zero_dim = [d for d, has_dims in dtypes_with_dims if not has_dims]
+    result = None
+    for d in dimensioned:
+        result = d if result is None else _PROMOTE[result, d]
+    zero_result = None
+    for d in zero_dim:
+        zero_result = d if zero_result is None else _PROMOTE[zero_result, d]
+    if result is None:
+        result = zero_result
+    elif zero_result is not None and _KIND_ORDER[zero_result.kind] > _KIND_ORDER[result.kind]:
+        result = zero_result
+    for kind in scalar_kinds:
+        result = default_for_kind(kind) if result is None else promote_with_scalar(result, kind)
+    return result

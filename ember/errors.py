@@ -1,0 +1,40 @@
+"""The exceptions ember raises.
+
+Every error is an ``EmberError`` and also the builtin that fits, so code
+written against PyTorch or NumPy (``except ValueError``) still catches it.
+"""
+
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Base class of every error ember raises."""
+
+
+class ShapeError(EmberError, ValueError):
+    """Shapes that do not fit the op: raised on the caller's line."""
+
+
+class DeviceError(EmberError, ValueError):
+    """Tensors on different devices, or a device that is not available."""
+
+
+class DTypeError(EmberError, TypeError):
+    """A dtype the op does not support, or dtypes that do not combine."""
+
+
+class KernelError(EmberError, RuntimeError):
+    """A read whose tensor's computation failed on the device worker.
+
+    It names the op and the user's source line that created it; the original
+    exception is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, op: str = "", site: str = "") -> None:
+        super().__init__(message)
+        self.op = op
+        self.site = site
+
+
+class RecordError(EmberError, ValueError):
+    """A corrupt, truncated or hostile file."""

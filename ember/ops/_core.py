@@ -1,0 +1,170 @@
+"""What every op shares: provenance, submission, dims, broadcasting, scalars."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import sys
+from typing import Any
+
+from ember import dtype as _dtype
+from ember.actors.ir import Call, MultiCall
+from ember.device import Device, default_device
+from ember.dtype import DType
+from ember.errors import DeviceError, ShapeError
+
+_ids = itertools.count(1)
+next_id = _ids.__next__
+
+EAGER = os.environ.get("EMBER_EAGER", "0") not in ("", "0")
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_internal_code: dict[Any, bool] = {}
+
+
+def user_site() -> tuple[str, int]:
+    """The (file, line) of the first caller outside the ember package."""
+    frame = sys._getframe(2)
+    internal = _internal_code
+    while frame is not None:
+        code = frame.f_code
+        inside = internal.get(code)
+        if inside is None:
+            inside = internal[code] = code.co_filename.startswith(_EMBER_DIR)
+        if not inside:
+            return (code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return ("<ember>", 0)
+
+
+def make(out: int, shape: tuple[int, ...], dtype: DType, device: Device) -> Any:
+    from ember.tensor import Tensor
+
+    return Tensor._new(out, shape, dtype, device)
+
+
+def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
+         attrs: tuple = (), device: Device | None = None) -> Any:
+    """Submit op ``op`` on tensors ``inputs`` and return the output tensor at once."""
+    if device is None:
+        device = inputs[0].device
+    out = next_id()
+    actor = device.actor
+    actor.submit(Call(op, out, tuple([t._id for t in inputs]), attrs, shape, dtype.name,
+                      user_site()))
+    tensor = make(out, shape, dtype, device)
+    if EAGER:
+        actor.wait(actor.check(out))
+    return tensor
+
+
+def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple = ()) -> tuple:
+    """Submit an op with several outputs; returns their tensors."""
+    device = inputs[0].device
+    outs = tuple(next_id() for _ in shapes)
+    actor = device.actor
+    actor.submit(MultiCall(op, outs, tuple(t._id for t in inputs), attrs, shapes,
+                           tuple(d.name for d in dtypes), user_site()))
+    tensors = tuple(make(o, s, d, device) for o, s, d in zip(outs, shapes, dtypes))
+    if EAGER:
+        for o in outs:
+            actor.wait(actor.check(o))
+    return tensors
+
+
+def same_device(op: str, tensors: tuple) -> Device:
+    """The device all ``tensors`` share; DeviceError naming every device otherwise."""
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device is not device and t.device != device:
+            names = ", ".join(str(x.device) for x in tensors)
+            raise DeviceError(f"{op}: tensors are on different devices ({names}); "
+                              f"help: move them with .to(device) first")
+    return device
+
+
+def resolve_device(device: Any) -> Device:
+    if device is None:
+        return default_device()
+    if isinstance(device, Device):
+        return device
+    from ember.device import device as parse
+
+    return parse(device)
+
+
+def resolve_dtype(dtype: Any, default: DType) -> DType:
+    return default if dtype is None else _dtype.as_dtype(dtype)
+
+
+def normalize_dim(op: str, dim: int, ndim: int) -> int:
+    """A dim in ``[-ndim, ndim)`` as a non-negative index (0-d tensors accept 0 and -1)."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    bound = max(ndim, 1)
+    if not -bound <= dim < bound:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims "
+                         f"(expected a dim in [{-bound}, {bound - 1}])")
+    return dim + bound if dim < 0 else dim
+
+
+def normalize_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...]:
+    """``None`` → every dim; an int or a tuple → sorted unique non-negative dims."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    out = []
+    for d in dims:
+        d = normalize_dim(op, d, ndim)
+        if d in out:
+            raise ShapeError(f"{op}: dim {d} appears more than once in {tuple(dims)}")
+        out.append(d)
+    return tuple(sorted(out)) if ndim else ()
+
+
+_broadcast_cache: dict[tuple, tuple[int, ...]] = {}
+
+
+def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcasting; ShapeError naming the op and every shape on a mismatch."""
+    cached = _broadcast_cache.get(shapes)
+    if cached is not None:
+        return cached
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if -i <= len(s):
+                d = s[i]
+                if d != 1:
+                    if size != 1 and d != size:
+                        listed = ", ".join(str(tuple(x)) for x in shapes)
+                        raise ShapeError(f"{op}: incompatible shapes for broadcasting: {listed}")
+                    size = d
+        out.append(size)
+    result = tuple(out)
+    if len(_broadcast_cache) < 4096:
+        _broadcast_cache[shapes] = result
+    return result
+
+
+def parse_shape(op: str, args: tuple) -> tuple[int, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    shape = []
+    for s in args:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: shape entries must be ints, got {s!r}")
+        s = int(s.__index__())
+        if s < 0:
+            raise ShapeError(f"{op}: negative dimension {s} in shape {tuple(args)}")
+        shape.append(s)
+    return tuple(shape)
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

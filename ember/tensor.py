@@ -1,0 +1,308 @@
+"""``Tensor``: a future handle to data on a device.
+
+Shape, dtype and device are known the moment an op returns; the data comes
+later. Methods forward to ``ember/ops/``. Only the reads (``numpy``,
+``item``, ``tolist``, ``np.asarray``, ``await``) wait for the device.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import trio
+
+from ember.device import Device
+from ember.dtype import DType
+from ember.errors import EmberError
+
+
+class BlockingReadInTrio(EmberError, RuntimeError):
+    """A blocking read was called from inside a trio task."""
+
+
+class Tensor:
+    """An immutable n-dimensional array on a device, computed asynchronously."""
+
+    __slots__ = ("_id", "shape", "dtype", "device", "_host", "__weakref__")
+    __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators
+
+    _id: int
+    shape: tuple[int, ...]
+    dtype: DType
+    device: Device
+
+    @classmethod
+    def _new(cls, tensor_id: int, shape: tuple[int, ...], dtype: DType, device: Device) -> Tensor:
+        t = object.__new__(cls)
+        t._id = tensor_id
+        t.shape = shape
+        t.dtype = dtype
+        t.device = device
+        t._host = None
+        return t
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create tensors with em.tensor(data), em.zeros(shape), ... not Tensor()")
+
+    def __del__(self) -> None:
+        try:
+            self.device._actor.drop(self._id)
+        except Exception:  # interpreter shutdown: the runtime is already gone
+            pass
+
+    # ----- metadata ------------------------------------------------------------------
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        if dim is None:
+            return self.shape
+        from ember.ops._core import normalize_dim
+
+        return self.shape[normalize_dim("size", dim, self.ndim)]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def is_tracked(self) -> bool:
+        return False
+
+    # ----- reads ---------------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        """The data as a read-only NumPy array; blocks until it is computed."""
+        host = self._host
+        if host is None:
+            _refuse_inside_trio("numpy")
+            host = self._read_blocking()
+        return host
+
+    def _read_blocking(self) -> np.ndarray:
+        actor = self.device.actor
+        host = actor.wait(actor.fetch(self._id))
+        self._host = host
+        return host
+
+    async def _read_async(self) -> np.ndarray:
+        host = self._host
+        if host is None:
+            host = await self.device.actor.fetch(self._id).wait_async()
+            self._host = host
+        return host
+
+    def __await__(self):
+        if not trio.lowlevel.in_trio_task():
+            raise RuntimeError("await on an ember tensor needs a trio task; run async code with "
+                               "em.run(fn), or read with t.numpy() in plain code")
+        return self._read_async().__await__()
+
+    def item(self) -> bool | int | float:
+        """The value of a one-element tensor as a Python scalar."""
+        if math.prod(self.shape) != 1:
+            from ember.errors import ShapeError
+
+            raise ShapeError(f"item: needs a tensor of one element, got shape {self.shape}")
+        if self._host is None:
+            _refuse_inside_trio("item")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        if self._host is None:
+            _refuse_inside_trio("tolist")
+        return self.numpy().tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self._host is None:
+            _refuse_inside_trio("np.asarray")
+        array = self.numpy()
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            return array.astype(dtype)
+        if copy:
+            return array.copy()
+        return array
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of an ember tensor would need to wait for the device; "
+                        "use t.item() (or (t == x).all().item()) to read it explicitly")
+
+    def __index__(self) -> int:
+        raise TypeError("an ember tensor cannot be used as a Python index; use int(t.item())")
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        head = f"shape={self.shape}, dtype={self.dtype.name}, device={self.device}"
+        if self._host is not None:
+            return f"tensor({np.array2string(self._host, separator=', ')}, {head})"
+        return f"Tensor(<future>, {head})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # ----- operators -----------------------------------------------------------------
+
+    def __add__(self, other): return _ew.binary("add", self, other)
+    def __radd__(self, other): return _ew.binary("add", other, self)
+    def __sub__(self, other): return _ew.binary("sub", self, other)
+    def __rsub__(self, other): return _ew.binary("sub", other, self)
+    def __mul__(self, other): return _ew.binary("mul", self, other)
+    def __rmul__(self, other): return _ew.binary("mul", other, self)
+    def __truediv__(self, other): return _ew.binary("div", self, other)
+    def __rtruediv__(self, other): return _ew.binary("div", other, self)
+    def __floordiv__(self, other): return _ew.binary("floordiv", self, other)
+    def __rfloordiv__(self, other): return _ew.binary("floordiv", other, self)
+    def __mod__(self, other): return _ew.binary("remainder", self, other)
+    def __rmod__(self, other): return _ew.binary("remainder", other, self)
+    def __pow__(self, other): return _ew.binary("pow", self, other)
+    def __rpow__(self, other): return _ew.binary("pow", other, self)
+    def __matmul__(self, other): return _linalg.matmul(self, other)
+    def __rmatmul__(self, other): return _linalg.matmul(other, self)
+    def __and__(self, other): return _ew.binary("bitwise_and", self, other)
+    def __rand__(self, other): return _ew.binary("bitwise_and", other, self)
+    def __or__(self, other): return _ew.binary("bitwise_or", self, other)
+    def __ror__(self, other): return _ew.binary("bitwise_or", other, self)
+    def __xor__(self, other): return _ew.binary("bitwise_xor", self, other)
+    def __rxor__(self, other): return _ew.binary("bitwise_xor", other, self)
+    def __eq__(self, other): return _ew.binary("eq", self, other)  # type: ignore[override]
+    def __ne__(self, other): return _ew.binary("ne", self, other)  # type: ignore[override]
+    def __lt__(self, other): return _ew.binary("lt", self, other)
+    def __le__(self, other): return _ew.binary("le", self, other)
+    def __gt__(self, other): return _ew.binary("gt", self, other)
+    def __ge__(self, other): return _ew.binary("ge", self, other)
+    def __neg__(self): return _ew.unary("neg", self)
+    def __pos__(self): return self
+    def __abs__(self): return _ew.unary("abs", self)
+    def __invert__(self): return _ew.unary("bitwise_not", self)
+
+    # ----- elementwise ---------------------------------------------------------------
+
+    def exp(self): return _ew.unary("exp", self)
+    def log(self): return _ew.unary("log", self)
+    def log1p(self): return _ew.unary("log1p", self)
+    def sqrt(self): return _ew.unary("sqrt", self)
+    def rsqrt(self): return _ew.unary("rsqrt", self)
+    def abs(self): return _ew.unary("abs", self)
+    def neg(self): return _ew.unary("neg", self)
+    def sign(self): return _ew.unary("sign", self)
+    def floor(self): return _ew.unary("floor", self)
+    def ceil(self): return _ew.unary("ceil", self)
+    def round(self): return _ew.unary("round", self)
+    def sin(self): return _ew.unary("sin", self)
+    def cos(self): return _ew.unary("cos", self)
+    def tanh(self): return _ew.unary("tanh", self)
+    def sigmoid(self): return _ew.unary("sigmoid", self)
+    def relu(self): return _ew.unary("relu", self)
+    def gelu(self, approximate: str = "none"): return _ew.gelu(self, approximate)
+    def silu(self): return _ew.unary("silu", self)
+    def erf(self): return _ew.unary("erf", self)
+    def reciprocal(self): return _ew.unary("reciprocal", self)
+    def isnan(self): return _ew.unary("isnan", self)
+    def isinf(self): return _ew.unary("isinf", self)
+    def clamp(self, min=None, max=None): return _ew.clamp(self, min, max)
+    def pow(self, exponent): return _ew.binary("pow", self, exponent)
+    def maximum(self, other): return _ew.binary("maximum", self, other)
+    def minimum(self, other): return _ew.binary("minimum", self, other)
+
+    # ----- reductions ----------------------------------------------------------------
+
+    def sum(self, dim=None, keepdim=False): return _red.reduce("sum", self, dim, keepdim)
+    def mean(self, dim=None, keepdim=False): return _red.reduce("mean", self, dim, keepdim)
+    def prod(self, dim=None, keepdim=False): return _red.reduce("prod", self, dim, keepdim)
+    def max(self, dim=None, keepdim=False): return _red.reduce("max", self, dim, keepdim)
+    def min(self, dim=None, keepdim=False): return _red.reduce("min", self, dim, keepdim)
+    def any(self, dim=None, keepdim=False): return _red.reduce("any", self, dim, keepdim)
+    def all(self, dim=None, keepdim=False): return _red.reduce("all", self, dim, keepdim)
+    def logsumexp(self, dim=None, keepdim=False): return _red.reduce("logsumexp", self, dim, keepdim)
+    def var(self, dim=None, keepdim=False, correction=1): return _red.var("var", self, dim, keepdim, correction)
+    def std(self, dim=None, keepdim=False, correction=1): return _red.var("std", self, dim, keepdim, correction)
+    def argmax(self, dim=None, keepdim=False): return _red.arg_reduce("argmax", self, dim, keepdim)
+    def argmin(self, dim=None, keepdim=False): return _red.arg_reduce("argmin", self, dim, keepdim)
+    def cumsum(self, dim): return _red.cumsum(self, dim)
+    def sort(self, dim=-1, descending=False): return _sort.sort(self, dim, descending)
+    def argsort(self, dim=-1, descending=False): return _sort.argsort(self, dim, descending)
+    def topk(self, k, dim=-1, largest=True, sorted=True): return _sort.topk(self, k, dim, largest, sorted)
+
+    # ----- linear algebra and shape --------------------------------------------------
+
+    def matmul(self, other): return _linalg.matmul(self, other)
+
+    @property
+    def T(self): return _shape.t(self)
+
+    def reshape(self, *shape): return _shape.reshape(self, shape)
+    def view(self, *shape): return _shape.reshape(self, shape)
+    def flatten(self, start=0, end=-1): return _shape.flatten(self, start, end)
+    def squeeze(self, dim=None): return _shape.squeeze(self, dim)
+    def unsqueeze(self, dim): return _shape.unsqueeze(self, dim)
+    def permute(self, *dims): return _shape.permute(self, dims)
+    def transpose(self, dim0, dim1): return _shape.transpose(self, dim0, dim1)
+    def expand(self, *shape): return _shape.expand(self, shape)
+    def repeat(self, *sizes): return _shape.repeat(self, sizes)
+    def chunk(self, chunks, dim=0): return _shape.chunk(self, chunks, dim)
+    def split(self, split_size_or_sections, dim=0): return _shape.split(self, split_size_or_sections, dim)
+
+    # ----- indexing ------------------------------------------------------------------
+
+    def __getitem__(self, key): return _idx.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        raise TypeError("ember tensors are immutable; use t = t.index_put(key, value)")
+
+    def gather(self, dim, index): return _idx.gather(self, dim, index)
+    def scatter_add(self, dim, index, src): return _idx.scatter_add(self, dim, index, src)
+    def index_select(self, dim, index): return _idx.index_select(self, dim, index)
+    def masked_fill(self, mask, value): return _idx.masked_fill(self, mask, value)
+    def index_put(self, key, value): return _idx.index_put(self, key, value)
+
+    # ----- conversion ----------------------------------------------------------------
+
+    def to(self, target): return _conv.to(self, target)
+    def astype(self, dtype): return _conv.astype(self, dtype)
+    def float(self): return _conv.astype(self, "float32")
+    def double(self): return _conv.astype(self, "float64")
+    def half(self): return _conv.astype(self, "float16")
+    def int(self): return _conv.astype(self, "int32")
+    def long(self): return _conv.astype(self, "int64")
+    def bool(self): return _conv.astype(self, "bool")
+    def detach(self): return _conv.detach(self)
+    def __dlpack__(self, **kwargs): return _conv.dlpack(self, **kwargs)
+    def __dlpack_device__(self): return _conv.dlpack_device(self)
+
+
+def _refuse_inside_trio(what: str) -> None:
+    if trio.lowlevel.in_trio_task():
+        raise BlockingReadInTrio(
+            f"{what}() would block the trio event loop while the device computes; "
+            f"inside async code use `await t` (it returns the NumPy array)")
+
+
+# Imported last: the op modules build Tensors.
+from ember.ops import conversion as _conv  # noqa: E402
+from ember.ops import elementwise as _ew  # noqa: E402
+from ember.ops import indexing as _idx  # noqa: E402
+from ember.ops import linalg as _linalg  # noqa: E402
+from ember.ops import reduction as _red  # noqa: E402
+from ember.ops import shape as _shape  # noqa: E402
+from ember.ops import sorting as _sort  # noqa: E402
