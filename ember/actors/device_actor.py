@@ -43,6 +43,10 @@ DEFAULT_MAX_OPS = int(os.environ.get("EMBER_MAX_OPS_IN_FLIGHT", "65536"))
 DEFAULT_MAX_BYTES = int(os.environ.get("EMBER_MAX_BYTES_IN_FLIGHT", str(4 << 30)))
 # The worker reports progress (and wakes blocked submitters) every so many ops.
 _PROGRESS_EVERY = 256
+# How long a woken worker waits for more ops before running a batch, unless a
+# read, a sync or a full batch cuts it short. A guess: ~200 tiny ops' submission.
+LINGER_S = float(os.environ.get("EMBER_LINGER_US", "1000")) / 1e6
+_BATCH_OPS = 1024
 
 
 def format_site(site: tuple[str, int]) -> str:
@@ -75,7 +79,8 @@ class DeviceActor:
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
         self._pending: deque = deque()
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # work is queued
+        self._urgent = threading.Event()  # someone waits: stop lingering
         self._waiters: dict[int, Waiter] = {}
         self._in_flight_ops = 0
         self._in_flight_bytes = 0
@@ -93,21 +98,26 @@ class DeviceActor:
 
     # ----- caller side -------------------------------------------------------------
 
-    def submit(self, msg: Any) -> None:
-        """Queue a compute message; waits only when too much work is in flight."""
-        nbytes = message_nbytes(msg)
+    def submit(self, msg: Any, nbytes: int) -> None:
+        """Queue a compute message producing ``nbytes``; waits only when too much is in flight."""
+        pending = self._pending
         with self._lock:
-            if self._stopping:
-                return
-            self._pending.append(msg)
+            pending.append(msg)
             self._submitted += 1
             self._in_flight_ops += 1
             self._in_flight_bytes += nbytes
             if self._in_flight_ops > self.max_ops or self._in_flight_bytes > self.max_bytes:
-                self._wake.set()
+                self._urge()
                 self._wait_for_room()
-        if not self._wake.is_set():
+        n = len(pending)
+        if n == 1:
             self._wake.set()
+        elif n >= _BATCH_OPS:
+            self._urgent.set()
+
+    def _urge(self) -> None:
+        self._urgent.set()
+        self._wake.set()
 
     def _wait_for_room(self) -> None:
         # Called with the lock held. A half-drained backlog is enough room.
@@ -118,17 +128,16 @@ class DeviceActor:
                 return
             self._room.wait(0.5)
 
-    def post(self, msg: Any) -> None:
-        """Queue a control message (drop, read, barrier); never waits."""
-        with self._lock:
-            if self._stopping:
-                return
-            self._pending.append(msg)
-        if not self._wake.is_set():
+    def drop(self, tensor_id: int) -> None:
+        """The handle of ``tensor_id`` died (called from ``Tensor.__del__``); never waits."""
+        pending = self._pending
+        pending.append(Drop(tensor_id))
+        if len(pending) == 1:
             self._wake.set()
 
-    def drop(self, tensor_id: int) -> None:
-        self.post(Drop(tensor_id))
+    def _post_urgent(self, msg: Any) -> None:
+        self._pending.append(msg)
+        self._urge()
 
     def _request(self, make: Any) -> Waiter:
         ticket = next(_tickets)
@@ -136,7 +145,7 @@ class DeviceActor:
         self._waiters[ticket] = waiter
         if self._stopping or not self._thread.is_alive():
             waiter.resolve(error=KernelError(f"device {self.name} has shut down"))
-        self.post(make(ticket))
+        self._post_urgent(make(ticket))
         return waiter
 
     def fetch(self, tensor_id: int) -> Waiter:
@@ -157,7 +166,7 @@ class DeviceActor:
         waiter = Waiter()
         self._waiters[ticket] = waiter
         _transfers[ticket] = (self, waiter)
-        self.post(Send(tensor_id, ticket))
+        self._post_urgent(Send(tensor_id, ticket))
         return ticket
 
     def alive(self) -> bool:
@@ -186,28 +195,37 @@ class DeviceActor:
             self._stopping = True
             self._pending.clear()
             self._room.notify_all()
-        self._wake.set()
+        self._urge()
         self._thread.join(timeout)
 
     # ----- worker side -------------------------------------------------------------
 
     def _loop(self) -> None:
         np.seterr(all="ignore")  # inf and nan are results, as in PyTorch, not warnings
+        pending = self._pending
+        wake, urgent = self._wake, self._urgent
         try:
             while True:
-                self._wake.wait()
-                self._wake.clear()
-                with self._lock:
-                    if self._stopping:
-                        break
-                    batch = list(self._pending)
-                    self._pending.clear()
+                wake.wait()
+                wake.clear()
+                # Linger so a stream of tiny ops arrives as one batch (and the caller
+                # is not slowed by a worker waking per op), unless a reader waits.
+                if not urgent.is_set():
+                    urgent.wait(LINGER_S)
+                urgent.clear()
+                if self._stopping:
+                    break
+                batch = []
+                while pending:
+                    batch.append(pending.popleft())
                 if batch:
                     self._run_batch(batch)
-        except BaseException as exc:  # a bug in the runtime itself: fail loudly, never hang
+        except BaseException as exc:  # a bug in the runtime itself: readers get it, never a hang
             self._stopping = True
-            self._fail_waiters(KernelError(f"the worker of {self.name} crashed: {exc!r}"))
-            raise
+            error = KernelError(f"the worker of {self.name} crashed: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            self._fail_waiters(error)
+            return
         self._fail_waiters(KernelError(f"device {self.name} has shut down"))
 
     def _fail_waiters(self, error: KernelError) -> None:

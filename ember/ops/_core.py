@@ -39,9 +39,19 @@ def user_site() -> tuple[str, int]:
 
 
 def make(out: int, shape: tuple[int, ...], dtype: DType, device: Device) -> Any:
+    return _new_tensor(out, shape, dtype, device)
+
+
+def _bind_tensor_class() -> None:
+    global _new_tensor
     from ember.tensor import Tensor
 
-    return Tensor._new(out, shape, dtype, device)
+    _new_tensor = Tensor._new
+
+
+def _new_tensor(*args: Any) -> Any:  # replaced by Tensor._new on first use
+    _bind_tensor_class()
+    return _new_tensor(*args)
 
 
 def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
@@ -52,8 +62,8 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     out = next_id()
     actor = device.actor
     actor.submit(Call(op, out, tuple([t._id for t in inputs]), attrs, shape, dtype.name,
-                      user_site()))
-    tensor = make(out, shape, dtype, device)
+                      user_site()), math.prod(shape) * dtype.itemsize)
+    tensor = _new_tensor(out, shape, dtype, device)
     if EAGER:
         actor.wait(actor.check(out))
     return tensor
@@ -65,7 +75,8 @@ def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tupl
     outs = tuple(next_id() for _ in shapes)
     actor = device.actor
     actor.submit(MultiCall(op, outs, tuple(t._id for t in inputs), attrs, shapes,
-                           tuple(d.name for d in dtypes), user_site()))
+                           tuple(d.name for d in dtypes), user_site()),
+                 sum(math.prod(s) * d.itemsize for s, d in zip(shapes, dtypes)))
     tensors = tuple(make(o, s, d, device) for o, s, d in zip(outs, shapes, dtypes))
     if EAGER:
         for o in outs:
