@@ -42,7 +42,8 @@ def _transfer(x: Tensor, device: Device) -> Tensor:
         return call("alias", (x,), x.shape, x.dtype, (), device)
     ticket = x.device.actor.send(x._id)
     out = next_id()
-    device.actor.submit(Receive(out, ticket, x.shape, x.dtype.name, user_site()))
+    device.actor.submit(Receive(out, ticket, x.shape, x.dtype.name, user_site()),
+                        x.numel() * x.dtype.itemsize)
     return make(out, x.shape, x.dtype, device)
 
 

@@ -27,7 +27,7 @@ _SCALARS = (bool, int, float, np.generic)
 def upload(array: np.ndarray, dtype: DType, device: Any) -> Tensor:
     device = resolve_device(device)
     out = next_id()
-    device.actor.submit(Upload(out, array, user_site()))
+    device.actor.submit(Upload(out, array, user_site()), array.nbytes)
     return make(out, array.shape, dtype, device)
 
 
