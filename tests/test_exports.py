@@ -1,0 +1,58 @@
+"""Pins ember's public exports: API.md's names are a contract (add freely, rename nothing)."""
+
+from __future__ import annotations
+
+import ember as em
+
+# The names API.md gives under `em.` that this version provides. nn, optim,
+# train and the save/load functions join with their issues.
+API_NAMES = {
+    "cpu", "cuda", "wgpu", "device", "available", "default_device", "sync", "sync_async",
+    "tensor", "from_numpy", "zeros", "ones", "full", "arange", "linspace", "eye",
+    "zeros_like", "ones_like", "full_like", "manual_seed", "rand", "randn", "randint",
+    "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool",
+    "cat", "stack", "where", "from_dlpack",
+    "ShapeError", "DTypeError", "DeviceError", "KernelError", "RecordError", "EmberError",
+    "run", "trace", "stats",
+}
+EXTRA_NAMES = {"Device", "DType", "Tensor"}
+
+
+def test_all_lists_exactly_the_public_names():
+    assert set(em.__all__) == API_NAMES | EXTRA_NAMES
+
+
+def test_every_public_name_resolves():
+    for name in em.__all__:
+        assert getattr(em, name) is not None, name
+
+
+def test_error_hierarchy_matches_api():
+    assert issubclass(em.ShapeError, (em.EmberError, ValueError))
+    assert issubclass(em.DeviceError, (em.EmberError, ValueError))
+    assert issubclass(em.DTypeError, em.EmberError) and issubclass(em.DTypeError, TypeError)
+    assert issubclass(em.KernelError, em.EmberError) and issubclass(em.KernelError, RuntimeError)
+    assert issubclass(em.RecordError, em.EmberError) and issubclass(em.RecordError, ValueError)
+
+
+def test_tensor_methods_of_the_api_exist():
+    methods = """numpy item tolist exp log log1p sqrt rsqrt abs neg sign floor ceil round sin cos
+    tanh sigmoid relu gelu silu erf reciprocal clamp pow maximum minimum isnan isinf sum mean
+    prod max min var std argmax argmin any all logsumexp cumsum sort argsort topk matmul reshape
+    flatten squeeze unsqueeze permute transpose expand repeat chunk split gather scatter_add
+    index_select masked_fill index_put to astype detach __dlpack__ require_grad backward grad"""
+    missing = [m for m in methods.split() if not hasattr(em.Tensor, m)]
+    # require_grad / backward / grad arrive with the autodiff issue.
+    assert set(missing) <= {"require_grad", "backward", "grad"}, missing
+    for prop in ("shape", "dtype", "device", "ndim", "T", "is_tracked"):
+        assert hasattr(em.Tensor, prop), prop
+
+
+def test_devices_parse_and_compare():
+    assert em.device("cpu") == em.cpu(0) and em.device("cpu:1") == em.cpu(1)
+    assert str(em.cuda(1)) == "cuda:1" and str(em.wgpu()) == "wgpu:0"
+    assert em.cpu().autodiff() != em.cpu() and em.cpu().autodiff().inner == em.cpu()
+    assert em.cpu().autodiff().is_autodiff and not em.cpu().is_autodiff
+    assert em.default_device() == em.cpu(0)
+    assert em.available("cuda") == [] or all(d.kind == "cuda" for d in em.available("cuda"))
+    assert em.available("nonsense") == []
