@@ -18,7 +18,6 @@ in flight; past that, submitting waits for the worker to catch up.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 from collections import deque
@@ -30,13 +29,11 @@ from ember.actors import trace as _trace
 from ember.actors.ir import Barrier, Call, Check, Drop, Fetch, MultiCall, Receive, Send, Upload
 from ember.actors.stats import Stats
 from ember.actors.waiter import Waiter
-from ember import dtype as _dtype
 from ember.errors import KernelError
 
 _tickets = itertools.count(1)
 # Buffers on their way between actors: ticket -> (source actor, waiter).
 _transfers: dict[int, tuple[DeviceActor, Waiter]] = {}
-_ITEMSIZE = {d.name: d.itemsize for d in _dtype.ALL}
 
 # Defaults for back-pressure; generous guesses, overridable per process.
 DEFAULT_MAX_OPS = int(os.environ.get("EMBER_MAX_OPS_IN_FLIGHT", "65536"))
@@ -82,8 +79,11 @@ class DeviceActor:
         self._wake = threading.Event()  # work is queued
         self._urgent = threading.Event()  # someone waits: stop lingering
         self._waiters: dict[int, Waiter] = {}
-        self._in_flight_ops = 0
-        self._in_flight_bytes = 0
+        # Queued: submitted, not yet taken by the worker. Claimed: taken, not yet run.
+        self._queued_ops = 0
+        self._queued_bytes = 0
+        self._claimed_ops = 0
+        self._claimed_bytes = 0
         self._submitted = 0
         self._stopping = False
         # Worker-owned state.
@@ -104,9 +104,10 @@ class DeviceActor:
         with self._lock:
             pending.append(msg)
             self._submitted += 1
-            self._in_flight_ops += 1
-            self._in_flight_bytes += nbytes
-            if self._in_flight_ops > self.max_ops or self._in_flight_bytes > self.max_bytes:
+            self._queued_ops += 1
+            self._queued_bytes += nbytes
+            if (self._queued_ops + self._claimed_ops > self.max_ops
+                    or self._queued_bytes + self._claimed_bytes > self.max_bytes):
                 self._urge()
                 self._wait_for_room()
         n = len(pending)
@@ -122,7 +123,8 @@ class DeviceActor:
     def _wait_for_room(self) -> None:
         # Called with the lock held. A half-drained backlog is enough room.
         while not self._stopping and (
-            self._in_flight_ops > self.max_ops // 2 or self._in_flight_bytes > self.max_bytes // 2
+            self._queued_ops + self._claimed_ops > self.max_ops // 2
+            or self._queued_bytes + self._claimed_bytes > self.max_bytes // 2
         ):
             if not self._thread.is_alive():
                 return
@@ -183,7 +185,7 @@ class DeviceActor:
             kernels_launched=self._kernels,
             bytes_held=self._bytes_held,
             queue_depth=len(self._pending),
-            ops_in_flight=self._in_flight_ops,
+            ops_in_flight=self._queued_ops + self._claimed_ops,
             buffers_pooled=pool["buffers_pooled"],
             bytes_pooled=pool["bytes_pooled"],
             batches=self._batches,
@@ -215,9 +217,12 @@ class DeviceActor:
                 urgent.clear()
                 if self._stopping:
                     break
-                batch = []
-                while pending:
-                    batch.append(pending.popleft())
+                with self._lock:
+                    # popleft, not list + clear: drops are appended without the lock.
+                    batch = [pending.popleft() for _ in range(len(pending))]
+                    self._claimed_ops += self._queued_ops
+                    self._claimed_bytes += self._queued_bytes
+                    self._queued_ops = self._queued_bytes = 0
                 if batch:
                     self._run_batch(batch)
         except BaseException as exc:  # a bug in the runtime itself: readers get it, never a hang
@@ -238,8 +243,8 @@ class DeviceActor:
         self._batches += 1
         handlers = self._handlers
         traces = _trace.active()
-        done_ops = 0
-        done_bytes = 0
+        compute = _COMPUTE
+        done = 0
         for msg in batch:
             kind = type(msg)
             if traces:
@@ -248,19 +253,20 @@ class DeviceActor:
                 self._trace_event(traces, msg, start)
             else:
                 handlers[kind](self, msg)
-            if kind is Call or kind is MultiCall or kind is Upload or kind is Receive:
-                done_ops += 1
-                done_bytes += message_nbytes(msg)
-                if done_ops == _PROGRESS_EVERY:
-                    self._report_progress(done_ops, done_bytes)
-                    done_ops = done_bytes = 0
-        if done_ops:
-            self._report_progress(done_ops, done_bytes)
-
-    def _report_progress(self, ops: int, nbytes: int) -> None:
+            if kind in compute:
+                done += 1
+                if done == _PROGRESS_EVERY:
+                    self._report_progress(done)
+                    done = 0
         with self._lock:
-            self._in_flight_ops -= ops
-            self._in_flight_bytes -= nbytes
+            # Ops are released every _PROGRESS_EVERY, bytes once per batch.
+            self._claimed_ops -= done
+            self._claimed_bytes = 0
+            self._room.notify_all()
+
+    def _report_progress(self, ops: int) -> None:
+        with self._lock:
+            self._claimed_ops -= ops
             self._room.notify_all()
 
     def _trace_event(self, traces: list, msg: Any, start: int) -> None:
@@ -391,13 +397,4 @@ class DeviceActor:
     }
 
 
-def message_nbytes(msg: Any) -> int:
-    """Bytes a compute message will produce, for the in-flight bound."""
-    kind = type(msg)
-    if kind is Call or kind is Receive:
-        return math.prod(msg.shape) * _ITEMSIZE[msg.dtype]
-    if kind is MultiCall:
-        return sum(math.prod(s) * _ITEMSIZE[d] for s, d in zip(msg.shapes, msg.dtypes))
-    if kind is Upload:
-        return msg.data.nbytes
-    return 0
+_COMPUTE = frozenset((Call, MultiCall, Upload, Receive))
