@@ -1,1 +1,75 @@
-"""(filled in by its issue)"""
+"""Linear algebra: ``matmul`` (the ``@`` operator), batched with broadcast batch dims."""
+
+from __future__ import annotations
+
+from ember import dtype as _dtype
+from ember.errors import DTypeError, ShapeError
+from ember.ops._core import broadcast_shapes, call, same_device
+from ember.tensor import Tensor
+
+
+def _transposed_name(name: str, ndim: int) -> str:
+    return f"{name}.T" if ndim == 2 else f"{name}.transpose(-2, -1)"
+
+
+def _inner_mismatch(a: Tensor, b: Tensor) -> ShapeError:
+    """The inner-dimension error, with a hint when transposing one operand would fit."""
+    message = f"matmul: inner dimensions differ: lhs {a.shape} vs rhs {b.shape}"
+    rhs_inner = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+    if b.ndim >= 2 and b.shape[-1] == a.shape[-1]:
+        message += f"\nhelp: did you mean {_transposed_name('rhs', b.ndim)}?"
+    elif a.ndim >= 2 and a.shape[-2] == rhs_inner:
+        message += f"\nhelp: did you mean {_transposed_name('lhs', a.ndim)}?"
+    return ShapeError(message)
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """The matrix product ``a @ b``, as ``torch.matmul``.
+
+    ``out[..., i, j] = sum_k a[..., i, k] * b[..., k, j]``. Leading (batch)
+    dims broadcast. A 1-D ``a`` acts as a row vector and a 1-D ``b`` as a
+    column vector, and that dim is dropped from the result (1-D @ 1-D is the
+    dot product, a 0-d tensor). Integer dtypes are allowed; mixed dtypes
+    promote (``int32 @ float32`` is float32; PyTorch would raise). float16 and
+    bfloat16 accumulate in float32 and round once, as PyTorch's CPU kernels do.
+
+    Args:
+        a: the left operand, at least 1-D.
+        b: the right operand, at least 1-D.
+
+    Shape:
+        ``(*B1, n, k) @ (*B2, k, m) -> (*broadcast(B1, B2), n, m)``.
+
+    Raises:
+        ShapeError: a 0-d operand, inner dims that differ (with a ``help:``
+            line when ``rhs.T`` or ``lhs.T`` would fit), or batch dims that do
+            not broadcast.
+        DTypeError: a bool operand, or an operand that is not a tensor.
+        DeviceError: the operands are on different devices.
+
+    Example:
+        >>> (em.ones(8, 32, 64) @ em.ones(64, 10)).shape
+        (8, 32, 10)
+    """
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise DTypeError(f"matmul: expected two tensors, got {type(a).__name__} and "
+                         f"{type(b).__name__}; help: wrap arrays with em.tensor(...)")
+    device = same_device("matmul", (a, b))
+    if a.dtype.kind == "b" or b.dtype.kind == "b":
+        raise DTypeError(f"matmul: not defined for bool tensors, got {a.dtype.name} and "
+                         f"{b.dtype.name}; help: convert with .to(em.int64) or .to(em.float32)")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul: both operands need at least 1 dim, got lhs {a.shape} vs rhs "
+                         f"{b.shape}; help: use * to multiply by a scalar")
+    rhs_inner = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+    if a.shape[-1] != rhs_inner:
+        raise _inner_mismatch(a, b)
+    try:
+        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    except ShapeError:
+        raise ShapeError(f"matmul: batch dimensions do not broadcast: lhs {a.shape} vs rhs "
+                         f"{b.shape}") from None
+    rows = a.shape[-2:-1]  # () for a 1-D lhs
+    cols = b.shape[-1:] if b.ndim >= 2 else ()
+    return call("matmul", (a, b), batch + rows + cols, _dtype.promote(a.dtype, b.dtype), (), device)
+

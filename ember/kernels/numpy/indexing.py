@@ -1,0 +1,112 @@
+"""NumPy kernels of the indexing ops.
+
+Index values are checked here, on the worker: an out-of-range value raises
+``IndexError``, which the reader sees as ``KernelError``. ``t[key]`` with an
+int tensor wraps negative values (as PyTorch does); ``gather``,
+``scatter_add`` and ``index_select`` accept only ``[0, size)``, as PyTorch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.kernels.numpy.table import NP, kernel
+
+_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
+_F32 = np.dtype(np.float32)
+
+
+def _numpy_key(entries: tuple) -> tuple:
+    """The NumPy basic key of a key's entries; the index tensor's dims become full slices.
+
+    The trailing Ellipsis makes NumPy return a view even when every entry is an int.
+    """
+    key: list = []
+    for entry in entries:
+        tag = entry[0]
+        if tag == "i":
+            key.append(entry[1])
+        elif tag == "s":
+            key.append(slice(entry[1], entry[2], entry[3]))
+        elif tag == "n":
+            key.append(None)
+        else:
+            key.extend((slice(None),) * entry[1])
+    key.append(Ellipsis)
+    return tuple(key)
+
+
+def _check_range(op: str, index: np.ndarray, size: int, dim: int) -> None:
+    if index.size:
+        low, high = int(index.min()), int(index.max())
+        if low < 0 or high >= size:
+            bad = low if low < 0 else high
+            raise IndexError(f"{op}: index {bad} is out of range for dim {dim} of size {size}")
+
+
+@kernel("index")
+def _index(msg, pool, x, *index):
+    entries, axis = msg.attrs
+    view = x[_numpy_key(entries)]
+    if not index:
+        return view
+    return np.take(view, index[0], axis=axis, out=pool.empty(msg.shape, x.dtype))
+
+
+@kernel("index_put")
+def _index_put(msg, pool, x, *tensors):
+    entries, axis, scalar = msg.attrs
+    out = pool.empty(msg.shape, x.dtype)
+    np.copyto(out, x)
+    region = out[_numpy_key(entries)]  # a view: assigning to it writes into out
+    value = tensors[-1] if scalar is None else scalar
+    if axis is None:
+        region[...] = value
+    else:
+        region[(slice(None),) * axis + (tensors[0],)] = value
+    return out
+
+
+@kernel("gather")
+def _gather(msg, pool, x, index):
+    (dim,) = msg.attrs
+    x = x.reshape(x.shape or (1,))
+    index = index.reshape(index.shape or (1,))
+    _check_range("gather", index, x.shape[dim], dim)
+    # PyTorch reads only x[:index.shape[0], :index.shape[1], ...] outside dim.
+    part = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index.shape))]
+    return np.take_along_axis(part, index, axis=dim).reshape(msg.shape)
+
+
+@kernel("scatter_add")
+def _scatter_add(msg, pool, x, index, src):
+    (dim,) = msg.attrs
+    compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
+    out = x.astype(compute).reshape(x.shape or (1,))  # a copy: x is never written
+    index = index.reshape(index.shape or (1,))
+    src = src.reshape(src.shape or (1,))
+    _check_range("scatter_add", index, out.shape[dim], dim)
+    ndim = index.ndim
+    # The positions of index's own grid in every dim but dim, as broadcastable aranges.
+    key = tuple(index if d == dim else np.arange(n).reshape((n,) + (1,) * (ndim - 1 - d))
+                for d, n in enumerate(index.shape))
+    np.add.at(out, key, src[tuple(slice(0, n) for n in index.shape)])
+    return out.astype(x.dtype, copy=False).reshape(msg.shape)
+
+
+@kernel("index_select")
+def _index_select(msg, pool, x, index):
+    (dim,) = msg.attrs
+    x = x.reshape(x.shape or (1,))
+    index = index.reshape(-1)
+    _check_range("index_select", index, x.shape[dim], dim)
+    return np.take(x, index, axis=dim).reshape(msg.shape)
+
+
+@kernel("masked_fill")
+def _masked_fill(msg, pool, x, mask, *value):
+    (scalar,) = msg.attrs
+    out = pool.empty(msg.shape, x.dtype)
+    np.copyto(out, x)
+    np.copyto(out, value[0] if value else scalar, casting="unsafe", where=mask)
+    return out

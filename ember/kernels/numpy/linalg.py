@@ -1,0 +1,28 @@
+"""NumPy kernel of ``matmul``: BLAS through ``np.matmul``, written straight into a pooled buffer.
+
+float16 and bfloat16 compute in float32 and round once on output, as
+PyTorch's CPU kernels do (NumPy's float16 matmul has no BLAS path, and
+NumPy has no bfloat16 math of its own).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.kernels.numpy.table import NP, kernel
+
+_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
+_F32 = np.dtype(np.float32)
+
+
+@kernel("matmul")
+def _matmul(msg, pool, a, b):
+    out_dtype = NP[msg.dtype]
+    if out_dtype in _LOW_PRECISION:
+        product = np.matmul(a.astype(_F32), b.astype(_F32), out=np.empty(msg.shape, _F32))
+        return product.astype(out_dtype)
+    if a.dtype != out_dtype:
+        a = a.astype(out_dtype)
+    if b.dtype != out_dtype:
+        b = b.astype(out_dtype)
+    return np.matmul(a, b, out=pool.empty(msg.shape, out_dtype))
