@@ -1,1 +1,223 @@
-"""(filled in by its issue)"""
+"""Reductions: sum, mean, prod, max, min, var, std, any, all, logsumexp, argmax, argmin; cumsum.
+
+Dtype rules are PyTorch's: sums, products and running sums of bool or
+integer tensors are int64; mean, var and std need a floating-point tensor;
+logsumexp computes integers and bools in the default float; any and all
+give bool; argmax and argmin give int64. A reduction over no elements gives
+its identity (sum 0, prod 1, any False, all True, logsumexp -inf; mean, var
+and std nan), except max, min, argmax and argmin, which have none and raise.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ember import dtype as _dtype
+from ember.dtype import DType
+from ember.errors import DTypeError, ShapeError
+from ember.ops._core import call, normalize_dim, normalize_dims
+from ember.tensor import Tensor
+
+Dims = int | tuple[int, ...] | list[int] | None
+
+# ----- dtype rules: input dtype -> output dtype, or a DTypeError ---------------------------
+
+
+def _widen_integers(op: str, d: DType) -> DType:
+    return d if d.kind == "f" else _dtype.int64
+
+
+def _floating_only(op: str, d: DType) -> DType:
+    if d.kind != "f":
+        raise DTypeError(f"{op}: needs a floating-point tensor, got {d.name} (as in PyTorch); "
+                         f"help: convert first with .to(em.float32)")
+    return d
+
+
+def _floating(op: str, d: DType) -> DType:
+    return d if d.kind == "f" else _dtype.DEFAULT_FLOAT
+
+
+def _keep(op: str, d: DType) -> DType:
+    return d
+
+
+def _to_bool(op: str, d: DType) -> DType:
+    return _dtype.bool_
+
+
+_RULES = {
+    "sum": _widen_integers, "prod": _widen_integers, "mean": _floating_only,
+    "max": _keep, "min": _keep, "any": _to_bool, "all": _to_bool, "logsumexp": _floating,
+    "var": _floating_only, "std": _floating_only,
+}
+
+# Reductions without an identity: over no elements they have no value.
+_NEED_ELEMENTS = frozenset({"max", "min", "argmax", "argmin"})
+# PyTorch reads an empty dim tuple as "every dim" (sum, mean, amax, var ...) except for
+# any and all, where it means "no dim"; both readings are kept for compatibility.
+_EMPTY_DIMS_MEAN_NONE = frozenset({"any", "all"})
+
+
+# ----- shape rules ------------------------------------------------------------------------
+
+
+def _reduced_dims(op: str, x: Tensor, dim: Dims) -> tuple[int, ...]:
+    """The sorted non-negative dims that ``dim`` names; raises on bad or repeated dims."""
+    if isinstance(dim, tuple | list):
+        if not dim and op not in _EMPTY_DIMS_MEAN_NONE:
+            dim = None
+    elif dim is not None and not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int, a tuple of ints or None, "
+                        f"got {type(dim).__name__}")
+    dims = normalize_dims(op, dim, x.ndim)
+    if op in _NEED_ELEMENTS:
+        _check_not_empty(op, x, dims)
+    return dims
+
+
+def _check_not_empty(op: str, x: Tensor, dims: tuple[int, ...]) -> None:
+    for d in dims:
+        if x.shape[d] == 0:
+            raise ShapeError(f"{op}: cannot reduce over dim {d}, of size 0 in shape {x.shape}: "
+                             f"{op} of no elements has no value (PyTorch raises too); "
+                             f"help: reduce over a non-empty dim, or check numel() first")
+
+
+def _reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+# ----- ops --------------------------------------------------------------------------------
+
+
+def reduce(op: str, x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
+    """Reduce ``x`` over ``dim`` with ``op``: sum, mean, prod, max, min, any, all or logsumexp.
+
+    ``logsumexp(x) = m + log(Σ exp(x - m))`` with ``m = max(x)`` (0 where that
+    max is infinite), so large inputs do not overflow and an all ``-inf`` slice
+    gives ``-inf``. ``max`` and ``min`` propagate NaN and return values only
+    (indices come from ``argmax`` / ``argmin``).
+
+    Args:
+        op: the reduction's name.
+        x: the input tensor.
+        dim: None for every dim, an int, or a tuple of ints (negative ints count
+            from the end; a 0-d tensor accepts 0 and -1). An empty tuple means
+            every dim, except for any/all where it means none (PyTorch's rules).
+        keepdim: keep each reduced dim with size 1.
+
+    Returns:
+        The reduced tensor: int64 for sum/prod of bool or integer tensors, the
+        default float for logsumexp of them, bool for any/all, else ``x.dtype``.
+
+    Raises:
+        DTypeError: mean of a bool or integer tensor.
+        IndexError: a dim out of range for ``x.ndim``.
+        ShapeError: a dim named twice; max/min over a dim of size 0.
+
+    Example:
+        >>> em.tensor([[1, 2], [3, 4]]).sum(dim=1).tolist()
+        [3, 7]
+    """
+    dtype = _RULES[op](op, x.dtype)
+    dims = _reduced_dims(op, x, dim)
+    keepdim = bool(keepdim)
+    return call(op, (x,), _reduced_shape(x.shape, dims, keepdim), dtype, (dims, keepdim))
+
+
+def var(op: str, x: Tensor, dim: Dims = None, keepdim: bool = False,
+        correction: float = 1) -> Tensor:
+    """Variance (``op="var"``) or standard deviation (``op="std"``) over ``dim``.
+
+    ``var = Σ (x - mean)² / max(N - correction, 0)`` over the ``N`` reduced
+    elements; ``std = sqrt(var)``. A divisor of 0 gives inf (nan where every
+    deviation is 0), and no elements give nan, as in PyTorch.
+
+    Args:
+        op: "var" or "std".
+        x: a floating-point tensor.
+        dim: None, an int or a tuple of ints, as for ``reduce``.
+        keepdim: keep each reduced dim with size 1.
+        correction: subtracted from ``N`` in the divisor; 1 is Bessel's correction,
+            0 the population variance.
+
+    Raises:
+        DTypeError: ``x`` is not floating point.
+        TypeError: ``correction`` is not a real number.
+        IndexError: a dim out of range for ``x.ndim``.
+        ShapeError: a dim named twice.
+
+    Example:
+        >>> em.tensor([1.0, 2.0, 4.0]).var(correction=0).item()
+        1.5555...
+    """
+    dtype = _floating_only(op, x.dtype)
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+        raise TypeError(f"{op}: correction must be an int or a float, "
+                        f"got {type(correction).__name__}")
+    correction = int(correction) if isinstance(correction, numbers.Integral) else float(correction)
+    dims = _reduced_dims(op, x, dim)
+    keepdim = bool(keepdim)
+    return call(op, (x,), _reduced_shape(x.shape, dims, keepdim), dtype,
+                (dims, keepdim, correction))
+
+
+def arg_reduce(op: str, x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the largest (``argmax``) or smallest (``argmin``) element along ``dim``.
+
+    Ties give the first occurrence; NaN counts as both the largest and the
+    smallest value, so the first NaN wins, as in PyTorch.
+
+    Args:
+        op: "argmax" or "argmin".
+        x: the input tensor.
+        dim: an int, or None for the index into the flattened tensor.
+        keepdim: keep the reduced dim (every dim when ``dim`` is None) with size 1.
+
+    Returns:
+        An int64 tensor of indices.
+
+    Raises:
+        TypeError: ``dim`` is neither an int nor None (a tuple, say).
+        IndexError: ``dim`` out of range for ``x.ndim``.
+        ShapeError: the reduced dim (or the whole tensor, for None) is empty.
+
+    Example:
+        >>> em.tensor([[1, 5], [7, 2]]).argmax(dim=1).tolist()
+        [1, 0]
+    """
+    keepdim = bool(keepdim)
+    if dim is None:
+        dims = tuple(range(x.ndim))
+        axis = None
+    else:
+        d = normalize_dim(op, dim, x.ndim)
+        # A 0-d tensor's one element is index 0 of its flattening.
+        dims, axis = ((d,), d) if x.ndim else ((), None)
+    _check_not_empty(op, x, dims)
+    return call(op, (x,), _reduced_shape(x.shape, dims, keepdim), _dtype.int64, (axis, keepdim))
+
+
+def cumsum(x: Tensor, dim: int) -> Tensor:
+    """Running sum along ``dim``: ``out[..., i, ...] = Σ_{j ≤ i} x[..., j, ...]``.
+
+    Args:
+        x: the input tensor.
+        dim: the dim to accumulate along (a 0-d tensor accepts 0 and -1).
+
+    Returns:
+        A tensor of ``x.shape``: int64 for bool or integer ``x``, else ``x.dtype``.
+
+    Raises:
+        TypeError: ``dim`` is not an int.
+        IndexError: ``dim`` out of range for ``x.ndim``.
+
+    Example:
+        >>> em.tensor([1, 2, 3]).cumsum(0).tolist()
+        [1, 3, 6]
+    """
+    axis = normalize_dim("cumsum", dim, x.ndim)
+    return call("cumsum", (x,), x.shape, _widen_integers("cumsum", x.dtype), (axis,))

@@ -1,0 +1,145 @@
+"""NumPy kernels of the reductions and cumsum.
+
+float16 and bfloat16 accumulate in float32 and round once on output, as
+PyTorch's CPU kernels do; bool and integer sums and products accumulate in
+their int64 output. Every result is written into a buffer of exactly the
+message's shape (with ``keepdims`` the NumPy shape already is), so a
+reduction to a 0-d tensor still yields an array, never a NumPy scalar.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.kernels.numpy.table import NP, kernel
+
+_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
+_F32 = np.dtype(np.float32)
+
+
+def _accumulator(out_dtype: np.dtype) -> np.dtype:
+    return _F32 if out_dtype in _LOW_PRECISION else out_dtype
+
+
+def _count(shape: tuple[int, ...], dims: tuple[int, ...]) -> int:
+    return math.prod(shape[d] for d in dims)
+
+
+def _kept(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of a reduction over ``dims`` with ``keepdims=True``."""
+    return tuple(1 if i in dims else s for i, s in enumerate(shape))
+
+
+@kernel("sum", "prod")
+def _accumulate(msg, pool, x):
+    dims, keepdim = msg.attrs
+    ufunc = np.add if msg.op == "sum" else np.multiply
+    out_dtype = NP[msg.dtype]
+    acc = _accumulator(out_dtype)
+    out = ufunc.reduce(x, axis=tuple(dims), dtype=acc, keepdims=keepdim,
+                       out=pool.empty(msg.shape, acc))
+    return out.astype(out_dtype, copy=False)
+
+
+@kernel("mean")
+def _mean(msg, pool, x):
+    dims, keepdim = msg.attrs
+    out_dtype = NP[msg.dtype]
+    acc = _accumulator(out_dtype)
+    total = np.add.reduce(x, axis=tuple(dims), dtype=acc, keepdims=keepdim,
+                          out=pool.empty(msg.shape, acc))
+    with np.errstate(invalid="ignore"):  # 0 / 0: the mean of no elements is nan
+        np.divide(total, _count(x.shape, dims), out=total)
+    return total.astype(out_dtype, copy=False)
+
+
+@kernel("max", "min")
+def _extreme(msg, pool, x):
+    # Exact in every dtype, so no float32 detour; NumPy's maximum propagates NaN
+    # as PyTorch does, and warns about it, which is not news here.
+    dims, keepdim = msg.attrs
+    ufunc = np.maximum if msg.op == "max" else np.minimum
+    with np.errstate(invalid="ignore"):
+        return ufunc.reduce(x, axis=tuple(dims), keepdims=keepdim,
+                            out=pool.empty(msg.shape, x.dtype))
+
+
+@kernel("any", "all")
+def _logical(msg, pool, x):
+    # NumPy tests numbers for being non-zero (NaN is true), as PyTorch does.
+    dims, keepdim = msg.attrs
+    ufunc = np.logical_or if msg.op == "any" else np.logical_and
+    return ufunc.reduce(x, axis=tuple(dims), keepdims=keepdim,
+                        out=pool.empty(msg.shape, np.dtype(np.bool_)))
+
+
+@kernel("logsumexp")
+def _logsumexp(msg, pool, x):
+    dims, keepdim = msg.attrs
+    dims = tuple(dims)
+    out_dtype = NP[msg.dtype]
+    acc = _accumulator(out_dtype)
+    # Shift by the max so exp cannot overflow; an infinite max (all -inf, or a
+    # +inf) shifts by 0 instead, since inf - inf would turn the answer into nan.
+    # `initial` makes the max of no elements -inf, whose log-sum is then -inf.
+    shifted = x.astype(acc)  # a private copy, worked on in place below
+    shift = np.maximum.reduce(shifted, axis=dims, keepdims=True, initial=-np.inf,
+                              out=np.empty(_kept(x.shape, dims), acc))
+    shift[~np.isfinite(shift)] = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN in, log(0) = -inf
+        np.subtract(shifted, shift, out=shifted)
+        np.exp(shifted, out=shifted)
+        out = np.add.reduce(shifted, axis=dims, keepdims=keepdim, out=pool.empty(msg.shape, acc))
+        np.log(out, out=out)
+    out += shift.reshape(msg.shape)
+    return out.astype(out_dtype, copy=False)
+
+
+@kernel("var", "std")
+def _variance(msg, pool, x):
+    # Two passes (mean, then squared deviations), as numpy.var: accurate where
+    # the one-pass E[x²] - E[x]² cancels catastrophically.
+    dims, keepdim, correction = msg.attrs
+    dims = tuple(dims)
+    out_dtype = NP[msg.dtype]
+    acc = _accumulator(out_dtype)
+    count = _count(x.shape, dims)
+    with np.errstate(invalid="ignore", divide="ignore"):  # nan or inf, as in PyTorch
+        mean = np.add.reduce(x, axis=dims, dtype=acc, keepdims=True,
+                             out=np.empty(_kept(x.shape, dims), acc))
+        np.divide(mean, count, out=mean)
+        deviation = np.subtract(x, mean, dtype=acc, out=np.empty(x.shape, acc))
+        np.multiply(deviation, deviation, out=deviation)
+        out = np.add.reduce(deviation, axis=dims, keepdims=keepdim,
+                            out=pool.empty(msg.shape, acc))
+        np.divide(out, max(count - correction, 0), out=out)
+        if msg.op == "std":
+            np.sqrt(out, out=out)
+    return out.astype(out_dtype, copy=False)
+
+
+@kernel("argmax", "argmin")
+def _arg_extreme(msg, pool, x):
+    # np.argmax / np.argmin give the first of equal values and the first NaN,
+    # PyTorch's answer. axis None means the flattened tensor (0-d ones too).
+    axis, keepdim = msg.attrs
+    find = np.argmax if msg.op == "argmax" else np.argmin
+    out = pool.empty(msg.shape, np.dtype(np.int64))
+    if axis is None:
+        out[...] = find(x.reshape(-1))
+        return out
+    return find(x, axis=axis, keepdims=keepdim, out=out)
+
+
+@kernel("cumsum")
+def _cumsum(msg, pool, x):
+    (axis,) = msg.attrs
+    out_dtype = NP[msg.dtype]
+    acc = _accumulator(out_dtype)
+    out = pool.empty(msg.shape, acc)
+    # A 0-d tensor is its own running sum; NumPy wants an axis to run along.
+    source = x.reshape(1) if x.ndim == 0 else x
+    np.cumsum(source, axis=axis, dtype=acc, out=out.reshape(source.shape))
+    return out.astype(out_dtype, copy=False)
