@@ -117,7 +117,7 @@ def array(shape: tuple[int, ...], dtype: str = "float32", low: float = -2.0, hig
     """A deterministic random array of ``shape`` and ember dtype name ``dtype``."""
     g = rng(hash((shape, dtype, low, high, salt)) % 10_000)
     if dtype == "bool":
-        return g.random(shape) < 0.5
+        return np.asarray(g.random(shape) < 0.5)
     if dtype in ("int32", "int64"):
         return g.integers(int(low), int(high) + 1, shape).astype(NP_DTYPES[dtype])
     return g.uniform(low, high, shape).astype(NP_DTYPES[dtype])

@@ -16,7 +16,7 @@ from ember.kernels.numpy import (  # noqa: F401  (each module registers its kern
     sorting,
 )
 from ember.kernels.numpy.pool import BufferPool
-from ember.kernels.numpy.table import KERNELS
+from ember.kernels.numpy.table import KERNELS, NP
 
 
 class NumpyBackend:
@@ -29,7 +29,11 @@ class NumpyBackend:
         self.release = self.pool.release
 
     def run(self, msg: Any, inputs: list) -> Any:
-        return KERNELS[msg.op](msg, self.pool, *inputs)
+        result = KERNELS[msg.op](msg, self.pool, *inputs)
+        if type(result) is np.generic or isinstance(result, np.generic):
+            # Some NumPy reductions return scalars; the environment holds arrays only.
+            return np.asarray(result, dtype=NP[msg.dtype])
+        return result
 
     def upload(self, data: np.ndarray) -> np.ndarray:
         return data
