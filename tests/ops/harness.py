@@ -9,6 +9,7 @@ check to the same cases.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,8 +86,12 @@ def _ember_dtype_name(npd: np.dtype) -> str:
 
 
 def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, case: Case) -> None:
-    if case.exact or dtype in ("bool", "int32", "int64"):
+    if dtype in ("bool", "int32", "int64"):
         np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=case.id)
+        return
+    if case.exact:  # through float64, where NaN equals NaN (bfloat16 has no isnan of its own)
+        np.testing.assert_array_equal(got.astype(np.float64),
+                                      want.astype(got.dtype).astype(np.float64), err_msg=case.id)
         return
     rtol, atol = TOLERANCE[dtype]
     rtol = case.rtol if case.rtol is not None else rtol
@@ -115,7 +120,7 @@ def rng(salt: int = 0) -> np.random.Generator:
 def array(shape: tuple[int, ...], dtype: str = "float32", low: float = -2.0, high: float = 2.0,
           salt: int = 0) -> np.ndarray:
     """A deterministic random array of ``shape`` and ember dtype name ``dtype``."""
-    g = rng(hash((shape, dtype, low, high, salt)) % 10_000)
+    g = rng(zlib.crc32(repr((shape, dtype, low, high, salt)).encode()) % 10_000)
     if dtype == "bool":
         return np.asarray(g.random(shape) < 0.5)
     if dtype in ("int32", "int64"):
