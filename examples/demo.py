@@ -47,7 +47,7 @@ async def top_eigenvalue(device: em.Device, n: int, steps: int) -> tuple[em.Tens
     for step in range(steps):
         w = sym @ v
         v = w / (w * w).sum().sqrt()
-        if (step + 1) % 15 == 0:
+        if (step + 1) % 30 == 0:
             estimate = (await (v * (sym @ v)).sum()).item()
             print(f"  [{device}] step {step + 1}: eigenvalue ≈ {estimate:.4f}")
     return (v * (sym @ v)).sum(), sym
@@ -60,7 +60,7 @@ async def both() -> dict[str, em.Tensor]:
         results["pi"] = await estimate_pi(em.cpu(0), batches=20, batch_size=1_000_000)
 
     async def eig_task() -> None:
-        results["eigenvalue"], results["matrix"] = await top_eigenvalue(em.cpu(1), 512, 60)
+        results["eigenvalue"], results["matrix"] = await top_eigenvalue(em.cpu(1), 1024, 150)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pi_task)

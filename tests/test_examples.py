@@ -1,0 +1,17 @@
+"""The programs in examples/ run and check their own results."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_demo_runs_and_matches_its_references():
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "pi ≈" in result.stdout and "largest eigenvalue" in result.stdout
+    assert "[cpu:0]" in result.stdout and "[cpu:1]" in result.stdout
