@@ -40,8 +40,10 @@ class DType:
     def __repr__(self) -> str:
         return f"ember.{self.name}"
 
-    def __reduce__(self) -> str:
-        return self.name
+    def __reduce__(self) -> tuple:
+        # By name, so pickling and copying give back the one instance (``em.bool``'s
+        # module-level name is ``bool_``, so the plain global-name form would fail).
+        return (as_dtype, (self.name,))
 
 
 bool_ = DType("bool", np.bool_, "b", 0)
@@ -61,6 +63,10 @@ _NUMPY_WIDENED = {
     np.dtype(np.uint16): int32, np.dtype(np.uint32): int64,
 }
 
+# PyTorch's other names (``torch.float``, ``torch.long`` ...), as strings.
+_ALIASES = {"bool_": bool_, "float": float32, "double": float64, "half": float16,
+            "int": int32, "long": int64}
+
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 
@@ -72,19 +78,25 @@ def as_dtype(value: object) -> DType:
     if isinstance(value, DType):
         return value
     if isinstance(value, str):
-        if value in BY_NAME:
-            return BY_NAME[value]
-        if value == "bool_":
-            return bool_
+        found = BY_NAME.get(value) or _ALIASES.get(value)
+        if found is not None:
+            return found
     if value is float:
         return DEFAULT_FLOAT
     if value is int:
         return DEFAULT_INT
     if value is bool:
         return bool_
+    if type(value).__module__ == "torch" and str(value).startswith("torch."):
+        found = BY_NAME.get(str(value)[6:])  # torch.float32 → float32, without importing torch
+        if found is not None:
+            return found
+    if value is None:
+        raise DTypeError(f"dtype: None is not an ember dtype; expected one of "
+                         f"{', '.join(d.name for d in ALL)}")
     try:
-        npd = np.dtype(value)
-    except TypeError:
+        npd = _native(np.dtype(value))
+    except (TypeError, ValueError):
         npd = None
     if npd is not None:
         if npd in _BY_NUMPY:
@@ -97,8 +109,18 @@ def as_dtype(value: object) -> DType:
     )
 
 
+def _native(npd: np.dtype) -> np.dtype:
+    """``npd`` in the machine's byte order (``>f4`` → ``<f4`` on x86)."""
+    return npd if npd.isnative else npd.newbyteorder("=")
+
+
 def from_numpy_dtype(npd: np.dtype, op: str) -> DType:
-    """The ember dtype that stores a NumPy array of dtype ``npd``."""
+    """The ember dtype that stores a NumPy array of dtype ``npd``.
+
+    int8, int16, uint8 and uint16 widen to int32 and uint32 to int64 (the
+    values are kept); byte-swapped arrays map to their native twin.
+    """
+    npd = _native(npd)
     if npd in _BY_NUMPY:
         return _BY_NUMPY[npd]
     if npd in _NUMPY_WIDENED:
@@ -136,6 +158,14 @@ def scalar_kind(value: object) -> str:
     if isinstance(value, float | np.floating):
         return "f"
     raise DTypeError(f"expected a tensor or a Python scalar, got {type(value).__name__}")
+
+
+def wrap_int(value: int, dtype: DType) -> int:
+    """A Python int as ``dtype`` stores it: modulo 2**bits into the signed range, as PyTorch
+    converts an out-of-range Python int operand of an int32 / int64 tensor."""
+    bits = 8 * dtype.itemsize
+    value = int(value) & ((1 << bits) - 1)
+    return value - (1 << bits) if value >> (bits - 1) else value
 
 
 def default_for_kind(kind: str) -> DType:

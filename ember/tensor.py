@@ -208,7 +208,7 @@ class Tensor:
     def sign(self): return _ew.unary("sign", self)
     def floor(self): return _ew.unary("floor", self)
     def ceil(self): return _ew.unary("ceil", self)
-    def round(self): return _ew.unary("round", self)
+    def round(self, decimals=0): return _ew.round(self, decimals)
     def sin(self): return _ew.unary("sin", self)
     def cos(self): return _ew.unary("cos", self)
     def tanh(self): return _ew.unary("tanh", self)
@@ -278,7 +278,7 @@ class Tensor:
 
     # ----- conversion ----------------------------------------------------------------
 
-    def to(self, target): return _conv.to(self, target)
+    def to(self, *args, **kwargs): return _conv.to(self, *args, **kwargs)
     def astype(self, dtype): return _conv.astype(self, dtype)
     def float(self): return _conv.astype(self, "float32")
     def double(self): return _conv.astype(self, "float64")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -9,29 +10,61 @@ import numpy as np
 from ember import dtype as _dtype
 from ember.actors.ir import Receive
 from ember.device import Device
-from ember.errors import DTypeError
+from ember.errors import DeviceError, DTypeError
 from ember.ops._core import call, make, next_id, resolve_device, user_site
 from ember.tensor import Tensor
 
+_DEVICE_KINDS = ("cpu", "cuda", "wgpu")
+
 
 def astype(x: Tensor, dtype: Any) -> Tensor:
-    """``x`` converted to ``dtype`` (floats to ints truncate toward zero, as in PyTorch)."""
+    """``x`` converted to ``dtype``; the same tensor if it already has it.
+
+    As in PyTorch: floats to integers truncate toward zero, anything to bool
+    is ``x != 0`` (NaN is true), bool to numbers is 0 / 1. Out-of-range
+    float-to-integer values are undefined (they are on every backend).
+    """
     target = _dtype.as_dtype(dtype)
     if target is x.dtype:
         return x
     return call("cast", (x,), x.shape, target)
 
 
-def to(x: Tensor, target: Any) -> Tensor:
-    """``x`` on another device (``Device`` or name) or in another dtype."""
-    if isinstance(target, Device):
-        return _transfer(x, target)
-    if isinstance(target, str) and target not in _dtype.BY_NAME and target != "bool_":
-        return _transfer(x, resolve_device(target))
-    try:
-        return astype(x, target)
-    except DTypeError:
-        raise DTypeError(f"to: expected a device or a dtype, got {target!r}") from None
+def to(x: Tensor, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``x`` on another device and/or in another dtype, as PyTorch's ``Tensor.to``.
+
+    ``t.to(device)``, ``t.to(dtype)``, ``t.to(device, dtype)``,
+    ``t.to(dtype=..., device=...)``, ``t.to(other_tensor)`` (its device and
+    dtype). A device is a ``Device`` or a name (``"cpu:1"``); a dtype is an
+    ember dtype, its name or a NumPy dtype. Returns ``x`` itself when nothing
+    changes.
+    """
+    if len(args) > 2:
+        raise TypeError(f"to: expected at most a device and a dtype, got {len(args)} arguments")
+    for arg in args:
+        if isinstance(arg, Tensor):
+            device = arg.device if device is None else device
+            dtype = arg.dtype if dtype is None else dtype
+        elif _is_device(arg):
+            device = arg
+        else:
+            dtype = arg
+    out = x
+    if dtype is not None:
+        try:
+            target = _dtype.as_dtype(dtype)
+        except DTypeError:
+            raise DTypeError(f"to: expected a device or a dtype, got {dtype!r}") from None
+        out = astype(out, target)
+    if device is not None:
+        out = _transfer(out, resolve_device(device))
+    return out
+
+
+def _is_device(value: Any) -> bool:
+    if isinstance(value, Device):
+        return True
+    return isinstance(value, str) and value.strip().partition(":")[0] in _DEVICE_KINDS
 
 
 def _transfer(x: Tensor, device: Device) -> Tensor:
@@ -52,28 +85,143 @@ def detach(x: Tensor) -> Tensor:
     return call("alias", (x,), x.shape, x.dtype)
 
 
-def dlpack(x: Tensor, **kwargs: Any) -> Any:
-    """Export through DLPack (blocks until ``x`` is computed); the memory is shared."""
-    return _shared_array(x).__dlpack__(**kwargs)
+# ----- DLPack ---------------------------------------------------------------------------
+#
+# NumPy speaks DLPack for every ember dtype but bfloat16. For that one the data
+# travels as uint16 and the dtype code in the capsule's DLTensor is rewritten
+# (kDLUInt <-> kDLBfloat, both 16 bits), which is all a bfloat16 DLTensor is.
+
+_KDL_CPU = 1
+_KDL_UINT = 1
+_KDL_BFLOAT = 4
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+
+_POINTER = ctypes.sizeof(ctypes.c_void_p)
+# DLTensor: void* data; DLDevice device (2 x int32); int32 ndim; DLDataType dtype (uint8 code,
+# uint8 bits, uint16 lanes) ... DLManagedTensorVersioned puts a DLPackVersion (2 x uint32),
+# manager_ctx, deleter and a uint64 flags field before its DLTensor; DLManagedTensor none.
+_DTYPE_OFFSET_IN_TENSOR = _POINTER + 8 + 4
+_DTYPE_OFFSET = {
+    b"dltensor": _DTYPE_OFFSET_IN_TENSOR,
+    b"dltensor_versioned": 8 + 2 * _POINTER + 8 + _DTYPE_OFFSET_IN_TENSOR,
+}
+
+
+def _capsule_dtype(capsule: Any) -> tuple[ctypes.c_uint8, ctypes.c_uint8]:
+    """The (code, bits) fields of an unconsumed DLPack capsule's dtype, writable in place."""
+    name = _capsule_name(capsule)
+    if name not in _DTYPE_OFFSET:
+        raise BufferError(f"from_dlpack: not an unconsumed DLPack capsule ({name!r})")
+    address = _capsule_pointer(capsule, name) + _DTYPE_OFFSET[name]
+    return ctypes.c_uint8.from_address(address), ctypes.c_uint8.from_address(address + 1)
+
+
+def _retag(capsule: Any, old_code: int, new_code: int) -> bool:
+    code, bits = _capsule_dtype(capsule)
+    if code.value == old_code and bits.value == 16:
+        code.value = new_code
+        return True
+    return False
+
+
+def dlpack(x: Tensor, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+           dl_device: Any = None, copy: bool | None = None) -> Any:
+    """Export ``x`` as a DLPack capsule of host memory (blocks until ``x`` is computed).
+
+    Consumers that speak DLPack 1.0 (``max_version >= (1, 0)``: NumPy 2, PyTorch)
+    share the tensor's memory, marked read-only; NumPy honours the mark,
+    PyTorch ignores it (writing through such a torch tensor would change an
+    ember tensor, which ember treats as immutable). Legacy consumers, which
+    cannot be told the memory is read-only, get a private copy.
+    """
+    if stream is not None:
+        raise BufferError("__dlpack__: ember exports host memory; stream must be None")
+    if dl_device is not None and tuple(dl_device) != (_KDL_CPU, 0):
+        raise BufferError(f"__dlpack__: ember exports host memory (kDLCPU, 0), "
+                          f"not {tuple(dl_device)}")
+    host = x.numpy()
+    if x.dtype is _dtype.bfloat16:
+        host = host.view(np.uint16)
+    versioned = max_version is not None and tuple(max_version) >= (1, 0)
+    if not versioned:
+        if copy is False:
+            raise BufferError("__dlpack__: a tensor's memory is read-only, which legacy DLPack "
+                              "cannot signal; pass copy=None or max_version=(1, 0)")
+        capsule = np.array(host, copy=True).__dlpack__()
+    else:
+        try:
+            capsule = host.__dlpack__(max_version=max_version, copy=copy)
+        except BufferError:  # e.g. a broadcast view NumPy will not export: a private copy
+            if copy is False:
+                raise
+            capsule = np.ascontiguousarray(host).__dlpack__(max_version=max_version)
+    if x.dtype is _dtype.bfloat16:
+        _retag(capsule, _KDL_UINT, _KDL_BFLOAT)
+    return capsule
 
 
 def dlpack_device(x: Tensor) -> tuple[int, int]:
-    return _shared_array(x).__dlpack_device__()
+    """``(kDLCPU, 0)``: ember exports host memory (a device's data is read back first)."""
+    return (_KDL_CPU, 0)
 
 
-def _shared_array(x: Tensor) -> np.ndarray:
-    host = x.numpy()
-    try:
-        shared = host.view()
-        shared.flags.writeable = True
-        return shared
-    except ValueError:  # a broadcast view: DLPack consumers get a private copy
-        return np.ascontiguousarray(host)
+class _Capsule:
+    """A DLPack producer handing NumPy one prepared capsule."""
+
+    def __init__(self, capsule: Any, device: tuple[int, int]) -> None:
+        self.capsule = capsule
+        self.device = device
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        capsule, self.capsule = self.capsule, None
+        return capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
 
 
 def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
-    """A tensor sharing the memory of a DLPack producer (a NumPy array, a CPU torch tensor ...)."""
-    array = np.from_dlpack(obj)
+    """A tensor from a DLPack producer (a NumPy array, a CPU torch tensor, an ember tensor).
+
+    The memory is shared where the dtype is an ember dtype (zero copy; the
+    producer must not change it afterwards, since ember tensors are
+    immutable); int8 / int16 / uint8 / uint16 / uint32 data is widened into a
+    copy. bfloat16 is supported both ways.
+
+    Raises:
+        TypeError: ``obj`` does not implement ``__dlpack__``.
+        DeviceError: the producer's memory is not host memory.
+        DTypeError: a dtype ember has no equivalent for (uint64, complex ...).
+    """
+    if isinstance(obj, Tensor):
+        return obj if device is None else obj.to(resolve_device(device))
+    if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
+        raise TypeError(f"from_dlpack: expected an object implementing __dlpack__ (a NumPy "
+                        f"array, a torch tensor ...), got {type(obj).__name__}")
+    source = tuple(obj.__dlpack_device__())
+    if source[0] != _KDL_CPU:
+        raise DeviceError(f"from_dlpack: the producer's memory is on DLPack device {source}, "
+                          f"not the host; help: move it to the CPU first (torch: t.cpu())")
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer that predates DLPack 1.0
+        capsule = obj.__dlpack__()
+    is_bfloat16 = _retag(capsule, _KDL_BFLOAT, _KDL_UINT)
+    try:
+        array = np.from_dlpack(_Capsule(capsule, source))
+    except (BufferError, TypeError, ValueError) as exc:
+        raise DTypeError(f"from_dlpack: cannot import {type(obj).__name__}: {exc}") from None
+    if is_bfloat16:
+        array = array.view(_dtype.bfloat16.np)
+    target = _dtype.from_numpy_dtype(array.dtype, "from_dlpack")
+    if array.dtype != target.np:
+        array = array.astype(target.np)
     from ember.ops.creation import upload
 
-    return upload(array, _dtype.from_numpy_dtype(array.dtype, "from_dlpack"), device)
+    return upload(array, target, device)

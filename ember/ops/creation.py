@@ -1,7 +1,8 @@
 """Creating tensors: from host data, filled, ranges, identity, and seeded random numbers.
 
 Random ops carry ``(seed, counter)`` in their message, so the numbers depend
-only on the seed and the order of random calls, never on thread timing.
+only on the seed and the order of random calls, never on thread timing or
+on which device (of a kind) computes them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import threading
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ember import dtype as _dtype
@@ -21,10 +23,12 @@ from ember.errors import DTypeError, ShapeError
 from ember.ops._core import call, make, next_id, parse_shape, resolve_device, resolve_dtype, user_site
 from ember.tensor import Tensor
 
-_SCALARS = (bool, int, float, np.generic)
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating, _dtype.bfloat16.np.type)
+_INT64 = np.iinfo(np.int64)
 
 
 def upload(array: np.ndarray, dtype: DType, device: Any) -> Tensor:
+    """Hand ``array`` (which the caller never touches again) to the device as a tensor."""
     device = resolve_device(device)
     out = next_id()
     device.actor.submit(Upload(out, array, user_site()), array.nbytes)
@@ -32,7 +36,7 @@ def upload(array: np.ndarray, dtype: DType, device: Any) -> Tensor:
 
 
 def _infer_array(data: Any, op: str) -> tuple[np.ndarray, DType]:
-    """Host data as a private array and its ember dtype (PyTorch's inference for lists)."""
+    """Host data as an array and its ember dtype (PyTorch's inference for lists)."""
     if isinstance(data, np.ndarray):
         return data, _dtype.from_numpy_dtype(data.dtype, op)
     if isinstance(data, np.generic):
@@ -40,22 +44,47 @@ def _infer_array(data: Any, op: str) -> tuple[np.ndarray, DType]:
     try:
         array = np.asarray(data)
     except ValueError as exc:
-        raise ShapeError(f"{op}: nested sequences of unequal lengths ({exc})") from None
-    if array.dtype == object or array.dtype.kind in "USV":
-        raise DTypeError(f"{op}: cannot make a tensor from {type(data).__name__} holding "
-                         f"non-numeric values")
-    if array.dtype.kind == "f":
+        raise ShapeError(f"{op}: nested sequences of unequal lengths (a ragged list) cannot "
+                         f"make a tensor ({exc})") from None
+    kind = array.dtype.kind
+    if kind == "f" or array.dtype == _dtype.bfloat16.np:
         return array, _dtype.DEFAULT_FLOAT
-    if array.dtype.kind in "iu":
+    if kind == "i":
         return array, _dtype.DEFAULT_INT
-    return array, _dtype.from_numpy_dtype(array.dtype, op)
+    if kind == "u" or (kind == "O" and _all_ints(array)):
+        # NumPy holds Python ints past int64 as uint64 or objects; PyTorch refuses them.
+        if kind == "O" or (array.size and array.max() > _INT64.max):
+            raise OverflowError(f"{op}: a Python int in the data does not fit in int64")
+        return array, _dtype.DEFAULT_INT
+    if kind == "b":
+        return array, _dtype.bool_
+    raise DTypeError(f"{op}: cannot make a tensor from {type(data).__name__} holding "
+                     f"non-numeric values (NumPy reads it as {array.dtype}); expected nested "
+                     f"lists of bool / int / float")
+
+
+def _all_ints(array: np.ndarray) -> bool:
+    return array.size > 0 and all(isinstance(v, int) for v in array.flat)
 
 
 def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor holding a copy of ``data`` (nested lists, a scalar or a NumPy array).
 
-    Python floats become float32, ints int64, bools bool; a NumPy array keeps
-    its dtype. ``dtype=`` converts.
+    Python floats become float32, ints int64, bools bool (a mix takes the
+    highest kind: ``[1, 2.5]`` is float32); a NumPy array or scalar keeps its
+    dtype (int8 / int16 / uint8 / uint16 widen to int32, uint32 to int64).
+    ``dtype=`` converts. The data is copied: changing the source later does
+    not change the tensor.
+
+    Raises:
+        ShapeError: ragged nested lists.
+        DTypeError: strings, None, complex numbers or other non-numeric data.
+        OverflowError: a Python int outside int64.
+
+    Example::
+
+        em.tensor([[1, 2], [3, 4]])          # int64, shape (2, 2)
+        em.tensor(np.ones(3, np.float16))    # float16
     """
     if isinstance(data, Tensor):
         out = data if device is None else data.to(resolve_device(device))
@@ -72,73 +101,143 @@ def from_numpy(array: np.ndarray, *, dtype: Any = None, device: Any = None) -> T
     return tensor(array, dtype=dtype, device=device)
 
 
-def _scalar_value(op: str, value: Any) -> Any:
+def _scalar_value(op: str, value: Any) -> bool | int | float:
     if isinstance(value, Tensor):
-        raise TypeError(f"{op}: the fill value must be a Python scalar; help: use value.item()")
+        raise TypeError(f"{op}: expected a Python scalar, got a tensor; help: use t.item()")
     if not isinstance(value, _SCALARS):
-        raise TypeError(f"{op}: the fill value must be a Python scalar, got {type(value).__name__}")
+        raise TypeError(f"{op}: expected a Python scalar, got {type(value).__name__}")
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _fill_value(op: str, value: bool | int | float, dtype: DType) -> bool | int | float:
+    """``value`` as ``dtype`` holds it; ValueError where it cannot (as PyTorch's full)."""
+    if dtype.kind == "b":
+        return bool(value)
+    if dtype.kind == "i":
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"{op}: cannot fill a {dtype.name} tensor with {value}")
+            value = int(value)  # toward zero, as a cast
+        info = np.iinfo(dtype.np)
+        if not info.min <= value <= info.max:
+            raise ValueError(f"{op}: {value} does not fit in {dtype.name}")
+        return int(value)
+    value = float(value)
+    largest = float(ml_dtypes.finfo(dtype.np).max)  # (np.finfo knows no bfloat16)
+    if math.isfinite(value) and abs(value) > largest:
+        raise ValueError(f"{op}: {value} overflows {dtype.name} (largest finite value {largest})")
+    return value
+
+
+def _shape_arg(op: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (tuple, list)):
+        return parse_shape(op, tuple(shape))
+    return parse_shape(op, (shape,))
+
+
 def full(shape: Any, value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """A tensor of ``shape`` filled with ``value`` (dtype inferred from it unless given)."""
+    """A tensor of ``shape`` (an int or a tuple) filled with ``value``.
+
+    The dtype is inferred from the value (bool, int64, float32) unless given.
+    """
     value = _scalar_value("full", value)
-    shape = parse_shape("full", (shape,) if isinstance(shape, int) else tuple(shape))
+    shape = _shape_arg("full", shape)
     target = resolve_dtype(dtype, _dtype.default_for_kind(_dtype.scalar_kind(value)))
-    return call("full", (), shape, target, (value,), resolve_device(device))
+    return call("full", (), shape, target, (_fill_value("full", value, target),),
+                resolve_device(device))
 
 
 def zeros(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    return call("full", (), parse_shape("zeros", shape), resolve_dtype(dtype, _dtype.DEFAULT_FLOAT),
-                (0,), resolve_device(device))
+    """A tensor of zeros; ``zeros(2, 3)`` and ``zeros((2, 3))`` are the same (float32 by default)."""
+    target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
+    return call("full", (), parse_shape("zeros", shape), target, (_fill_value("zeros", 0, target),),
+                resolve_device(device))
 
 
 def ones(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    return call("full", (), parse_shape("ones", shape), resolve_dtype(dtype, _dtype.DEFAULT_FLOAT),
-                (1,), resolve_device(device))
+    """A tensor of ones; ``ones(2, 3)`` and ``ones((2, 3))`` are the same (float32 by default)."""
+    target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
+    return call("full", (), parse_shape("ones", shape), target, (_fill_value("ones", 1, target),),
+                resolve_device(device))
 
 
-def _like(t: Tensor, value: Any, dtype: Any, device: Any) -> Tensor:
+def _like(op: str, t: Tensor, value: Any, dtype: Any, device: Any) -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"*_like: expected a tensor, got {type(t).__name__}")
-    return call("full", (), t.shape, resolve_dtype(dtype, t.dtype), (value,),
+        raise TypeError(f"{op}: expected a tensor, got {type(t).__name__}")
+    target = resolve_dtype(dtype, t.dtype)
+    return call("full", (), t.shape, target, (_fill_value(op, value, target),),
                 t.device if device is None else resolve_device(device))
 
 
 def zeros_like(t: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    return _like(t, 0, dtype, device)
+    """Zeros of ``t``'s shape, dtype and device (unless given)."""
+    return _like("zeros_like", t, 0, dtype, device)
 
 
 def ones_like(t: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    return _like(t, 1, dtype, device)
+    """Ones of ``t``'s shape, dtype and device (unless given)."""
+    return _like("ones_like", t, 1, dtype, device)
 
 
 def full_like(t: Tensor, value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-    return _like(t, _scalar_value("full_like", value), dtype, device)
+    """``value`` in ``t``'s shape, dtype and device (unless given)."""
+    return _like("full_like", t, _scalar_value("full_like", value), dtype, device)
 
 
 def arange(start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Tensor:
-    """Values from ``start`` up to (not including) ``stop`` by ``step``."""
+    """Values from ``start`` up to (not including) ``stop`` by ``step``.
+
+    ``arange(n)`` is ``arange(0, n)``. The dtype is int64 when every argument
+    is an int, else float32. Values are ``start + i * step``, computed in
+    float64 for floating dtypes; for integer dtypes the arguments are first
+    truncated to ints (as in PyTorch).
+
+    Raises:
+        ValueError: a zero step, a non-finite bound, or a step whose sign
+            points away from ``stop`` (PyTorch's rule; ``start == stop`` is empty).
+    """
     if stop is None:
         start, stop = 0, start
-    values = [_scalar_value("arange", v) for v in (start, stop, step)]
+    start, stop, step = (_scalar_value("arange", v) for v in (start, stop, step))
+    if not all(math.isfinite(v) for v in (start, stop, step)):
+        raise ValueError(f"arange: bounds and step must be finite, got start={start}, "
+                         f"stop={stop}, step={step}")
+    all_int = all(isinstance(v, int) for v in (start, stop, step))
+    target = resolve_dtype(dtype, _dtype.DEFAULT_INT if all_int else _dtype.DEFAULT_FLOAT)
+    if target.kind == "b":
+        raise DTypeError("arange: not defined for bool; help: build it as another dtype and "
+                         "compare, or use .to(em.bool)")
+    if target.kind == "i":
+        start, stop, step = int(start), int(stop), int(step)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
-    length = max(0, math.ceil((values[1] - values[0]) / values[2]))
-    all_int = all(isinstance(v, int) for v in values)
-    target = resolve_dtype(dtype, _dtype.DEFAULT_INT if all_int else _dtype.DEFAULT_FLOAT)
-    return call("arange", (), (length,), target, (values[0], values[2]), resolve_device(device))
+    if (stop - start) * step < 0:
+        raise ValueError(f"arange: the step's sign points away from stop (start={start}, "
+                         f"stop={stop}, step={step}); help: use a step of the other sign")
+    if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
+        length = -((start - stop) // step)  # exact ceil((stop - start) / step)
+    else:
+        length = math.ceil((stop - start) / step)
+    return call("arange", (), (length,), target, (start, step), resolve_device(device))
 
 
-def linspace(start: float, stop: float, num: int, *, dtype: Any = None,
+def linspace(start: Any, stop: Any, num: int, *, dtype: Any = None,
              device: Any = None) -> Tensor:
-    """``num`` evenly spaced values from ``start`` to ``stop``, both included."""
-    if not isinstance(num, int) or num < 0:
+    """``num`` evenly spaced values from ``start`` to ``stop``, both included.
+
+    ``num=1`` gives ``[start]``; ``num=0`` an empty tensor. float32 by default;
+    for an integer dtype the ends are truncated to ints and the values
+    computed in float64 are truncated (PyTorch's rule).
+    """
+    if isinstance(num, bool) or not hasattr(num, "__index__") or num.__index__() < 0:
         raise ValueError(f"linspace: num must be an int >= 0, got {num!r}")
     start, stop = (_scalar_value("linspace", v) for v in (start, stop))
     target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
-    return call("linspace", (), (num,), target, (start, stop), resolve_device(device))
+    if target.kind != "f":
+        start, stop = int(start), int(stop)  # as PyTorch: the ends truncate first
+    return call("linspace", (), (num.__index__(),), target, (float(start), float(stop)),
+                resolve_device(device))
 
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -153,7 +252,7 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
 class _RandomState:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.seed = int.from_bytes(os.urandom(8), "little") >> 1
+        self.seed = int.from_bytes(os.urandom(8), "little")
         self.counter = itertools.count()
 
     def next_key(self) -> tuple[int, int]:
@@ -165,38 +264,62 @@ _random = _RandomState()
 
 
 def manual_seed(seed: int) -> None:
-    """Seed every device's random numbers: same seed and call order → same numbers."""
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"manual_seed: seed must be an int >= 0, got {seed!r}")
+    """Seed every device's random numbers: same seed and call order → same numbers.
+
+    Any int is accepted; like PyTorch, seeds are taken modulo 2**64 (so -1
+    and 2**64 - 1 are the same seed).
+    """
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):
+        raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
     with _random.lock:
-        _random.seed = seed
+        _random.seed = seed.__index__() & (2**64 - 1)
         _random.counter = itertools.count()
 
 
 def _float_dtype(op: str, dtype: Any) -> DType:
     target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
     if target.kind != "f":
-        raise DTypeError(f"{op}: needs a floating dtype, got {target.name}")
+        raise DTypeError(f"{op}: needs a floating dtype, got {target.name}; help: use "
+                         f"em.randint for integers")
     return target
 
 
 def rand(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Uniform random numbers in [0, 1)."""
+    """Uniform random numbers in [0, 1) (never 1, in every float dtype)."""
     return call("rand", (), parse_shape("rand", shape), _float_dtype("rand", dtype),
                 _random.next_key(), resolve_device(device))
 
 
 def randn(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Standard normal random numbers."""
+    """Standard normal random numbers (mean 0, standard deviation 1)."""
     return call("randn", (), parse_shape("randn", shape), _float_dtype("randn", dtype),
                 _random.next_key(), resolve_device(device))
 
 
-def randint(low: int, high: int, shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """Random integers in ``[low, high)``."""
-    if not (isinstance(low, int) and isinstance(high, int)) or low >= high:
-        raise ValueError(f"randint: needs ints with low < high, got low={low!r}, high={high!r}")
+def randint(low: int, high: Any = None, shape: Any = None, *, dtype: Any = None,
+            device: Any = None) -> Tensor:
+    """Uniform random integers in ``[low, high)``; int64 by default.
+
+    ``randint(high, shape)`` (PyTorch's short form) means ``randint(0, high, shape)``.
+    """
+    if shape is None:
+        if high is None or not isinstance(high, (tuple, list, int)):
+            raise TypeError("randint: expected randint(low, high, shape) or randint(high, shape)")
+        low, high, shape = 0, low, high
+    for name, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"randint: {name} must be an int, got {v!r}")
+    low, high = low.__index__(), high.__index__()
+    if low >= high:
+        raise ValueError(f"randint: needs low < high, got low={low}, high={high}")
     target = resolve_dtype(dtype, _dtype.DEFAULT_INT)
-    shape = parse_shape("randint", (shape,) if isinstance(shape, int) else tuple(shape))
+    if target.kind in "ib":
+        info = np.iinfo(target.np) if target.kind == "i" else None
+        lo, hi = (info.min, info.max) if info is not None else (0, 1)
+        if low < lo or high - 1 > hi:
+            raise ValueError(f"randint: [{low}, {high}) does not fit in {target.name}")
+    elif low < _INT64.min or high - 1 > _INT64.max:
+        raise ValueError(f"randint: [{low}, {high}) does not fit in int64")
+    shape = _shape_arg("randint", shape)
     return call("randint", (), shape, target, (low, high, *_random.next_key()),
                 resolve_device(device))

@@ -26,8 +26,19 @@ def _arange(msg, pool):
 
 @kernel("linspace")
 def _linspace(msg, pool):
+    # PyTorch's two halves: the first counts up from start, the second down from stop,
+    # so both ends are exact. Computed in float64, rounded once (integers truncate).
     start, stop = msg.attrs
-    return np.linspace(start, stop, msg.shape[0], dtype=np.float64).astype(NP[msg.dtype])
+    num = msg.shape[0]
+    if num == 1:
+        return np.full(1, start, np.float64).astype(NP[msg.dtype])
+    step = (stop - start) / max(num - 1, 1)
+    index = np.arange(num, dtype=np.float64)
+    half = num // 2
+    values = np.empty(num, np.float64)
+    values[:half] = start + step * index[:half]
+    values[half:] = stop - step * (num - 1 - index[half:])
+    return values.astype(NP[msg.dtype])
 
 
 @kernel("eye")
@@ -39,12 +50,21 @@ def _generator(seed: int, counter: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=seed, counter=counter << 64))
 
 
+# Mantissa digits of the low-precision floats: their uniform numbers are multiples of
+# 2**-digits, so rounding never reaches 1.0 (a float32 0.9999 would round to float16 1.0).
+_DIGITS = {"float16": 11, "bfloat16": 8}
+
+
 @kernel("rand")
 def _rand(msg, pool):
     seed, counter = msg.attrs
     dtype = NP[msg.dtype]
-    gen_dtype = dtype if dtype in (np.float32, np.float64) else np.float32
-    return _generator(seed, counter).random(msg.shape, dtype=gen_dtype).astype(dtype, copy=False)
+    generator = _generator(seed, counter)
+    if dtype in (np.float32, np.float64):
+        return generator.random(msg.shape, dtype=dtype)
+    digits = _DIGITS[msg.dtype]
+    steps = generator.integers(0, 1 << digits, msg.shape, dtype=np.int32)
+    return (steps.astype(np.float32) * np.float32(2.0 ** -digits)).astype(dtype)
 
 
 @kernel("randn")

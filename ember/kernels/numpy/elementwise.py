@@ -1,6 +1,9 @@
 """NumPy kernels of the elementwise ops.
 
-float16 and bfloat16 compute in float32 and round once on output, as
+Operands are first cast to the op's compute dtype (PyTorch's promoted
+dtype), so ``int64 < float32`` compares in float32 and a float64 0-d tensor
+added to a float16 tensor is rounded to float16 first, as in PyTorch.
+float16 and bfloat16 then compute in float32 and round once on output, as
 PyTorch's CPU kernels do (and NumPy has no bfloat16 math of its own).
 """
 
@@ -17,20 +20,47 @@ _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 
-def _int_divisor_check(divisor: np.ndarray | int | float, op: str) -> None:
+def _cast(x, dtype: np.dtype):
+    """An array operand in ``dtype``; Python scalars pass through (NumPy casts them)."""
+    if isinstance(x, np.ndarray) and x.dtype != dtype:
+        return x.astype(dtype)
+    return x
+
+
+def _widen(x, dtype: np.dtype):
+    """An operand rounded to the low-precision ``dtype`` and widened to float32 to compute."""
+    if isinstance(x, np.ndarray):
+        return _cast(x, dtype).astype(_F32)
+    return x
+
+
+def _operands(msg, inputs):
+    """(lhs, rhs) from two tensors, or one tensor and the scalar in ``attrs``."""
+    if len(inputs) == 2:
+        return inputs
+    _, scalar, scalar_is_lhs = msg.attrs
+    return (scalar, inputs[0]) if scalar_is_lhs else (inputs[0], scalar)
+
+
+def _check_int_divisor(divisor, op: str) -> None:
     if isinstance(divisor, np.ndarray):
-        if divisor.dtype.kind in "iub" and not divisor.all():
+        if not divisor.all():
             raise ZeroDivisionError(f"{op}: integer division by zero")
-    elif isinstance(divisor, int) and divisor == 0:
+    elif divisor == 0:
         raise ZeroDivisionError(f"{op}: integer division by zero")
 
 
-def _int_pow_check(exponent: np.ndarray | int | float) -> None:
-    if isinstance(exponent, np.ndarray):
-        if exponent.dtype.kind == "i" and (exponent < 0).any():
-            raise ValueError("pow: integers to negative integer powers are not allowed")
-    elif isinstance(exponent, int) and not isinstance(exponent, bool) and exponent < 0:
-        raise ValueError("pow: integers to negative integer powers are not allowed")
+def _int_pow(base, exponent, out: np.ndarray) -> np.ndarray:
+    """Integer ``base ** exponent`` with PyTorch's answer for negative exponents:
+    1 for base 1, ±1 for base -1 (by parity), 0 otherwise (NumPy raises instead)."""
+    negative = exponent < 0 if isinstance(exponent, np.ndarray) else None
+    if negative is None or not negative.any():
+        return np.power(base, exponent, out=out, dtype=out.dtype, casting="unsafe")
+    np.power(base, np.where(negative, 0, exponent), out=out, dtype=out.dtype, casting="unsafe")
+    odd = (exponent & 1).astype(bool)
+    special_case = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+    np.copyto(out, special_case, where=negative, casting="unsafe")
+    return out
 
 
 _ARITHMETIC = {
@@ -45,27 +75,21 @@ _COMPARISON = {
 }
 
 
-def _operands(msg, inputs):
-    """(lhs, rhs) from two tensors, or one tensor and the scalar in ``attrs``."""
-    if len(inputs) == 2:
-        return inputs
-    scalar, scalar_is_lhs = msg.attrs
-    return (scalar, inputs[0]) if scalar_is_lhs else (inputs[0], scalar)
-
-
 def _arithmetic_kernel(ufunc, op):
     def run(msg, pool, *inputs):
         lhs, rhs = _operands(msg, inputs)
         out_dtype = NP[msg.dtype]
-        if out_dtype.kind in "iu":
-            if op in ("floordiv", "remainder"):
-                _int_divisor_check(rhs, op)
-            elif op == "pow":
-                _int_pow_check(rhs)
         if out_dtype in _LOW_PRECISION:
-            result = ufunc(_as_f32(lhs), _as_f32(rhs), dtype=_F32)
+            result = ufunc(_widen(lhs, out_dtype), _widen(rhs, out_dtype),
+                           out=np.empty(msg.shape, _F32), dtype=_F32)
             return result.astype(out_dtype)
-        if out_dtype.kind == "b" and op in ("add", "mul"):
+        if out_dtype.kind == "i":
+            if op == "floordiv" or op == "remainder":
+                _check_int_divisor(rhs, op)
+            elif op == "pow":
+                return _int_pow(_cast(lhs, out_dtype), _cast(rhs, out_dtype),
+                                pool.empty(msg.shape, out_dtype))
+        elif out_dtype.kind == "b" and (op == "add" or op == "mul"):
             logical = np.logical_or if op == "add" else np.logical_and
             return logical(lhs, rhs, out=pool.empty(msg.shape, out_dtype))
         out = pool.empty(msg.shape, out_dtype)
@@ -77,16 +101,16 @@ def _arithmetic_kernel(ufunc, op):
 def _comparison_kernel(ufunc):
     def run(msg, pool, *inputs):
         lhs, rhs = _operands(msg, inputs)
-        lhs, rhs = _as_f32(lhs), _as_f32(rhs)
+        compute = NP[msg.attrs[0]]
+        if compute in _LOW_PRECISION:
+            # The scalar too is rounded to the compute dtype: float16(0.1) == 0.1 is True.
+            lhs, rhs = (_F32.type(compute.type(v)) if not isinstance(v, np.ndarray)
+                        else _widen(v, compute) for v in (lhs, rhs))
+        else:
+            lhs, rhs = _cast(lhs, compute), _cast(rhs, compute)
         return ufunc(lhs, rhs, out=pool.empty(msg.shape, NP["bool"]))
 
     return run
-
-
-def _as_f32(x):
-    if isinstance(x, np.ndarray) and x.dtype in _LOW_PRECISION:
-        return x.astype(_F32)
-    return x
 
 
 for _name, _ufunc in _ARITHMETIC.items():
@@ -136,6 +160,15 @@ def _relu(x, out):
     return np.maximum(x, 0, out=out)
 
 
+def _sign(x, out):
+    np.sign(x, out=out)
+    if out.dtype.kind == "f":
+        # PyTorch's sign is (0 < x) - (x < 0): NaN gives 0 (NumPy: NaN), -0.0 gives +0.0.
+        np.copyto(out, 0, where=np.isnan(out))
+        out += 0
+    return out
+
+
 def _with_out(fn):
     return lambda x, out: fn(x, out=out)
 
@@ -148,7 +181,7 @@ _FLOAT_FUNCTIONS = {
     "reciprocal": lambda x, out: np.divide(1.0, x, out=out),
 }
 _SAME_DTYPE_FUNCTIONS = {
-    "neg": _with_out(np.negative), "abs": _with_out(np.abs), "sign": _with_out(np.sign),
+    "neg": _with_out(np.negative), "abs": _with_out(np.abs), "sign": _sign,
     "floor": _with_out(np.floor), "ceil": _with_out(np.ceil), "round": _with_out(np.round),
     "relu": _relu,
 }
@@ -167,9 +200,11 @@ def _float_function_kernel(fn):
 
 
 def _same_dtype_kernel(fn, op):
+    integral_is_identity = op in ("floor", "ceil", "round")
+
     def run(msg, pool, x):
-        if x.dtype.kind in "iu" and op in ("floor", "ceil", "round"):
-            return x.copy()
+        if x.dtype.kind == "b" or (integral_is_identity and x.dtype.kind in "iu"):
+            return x.copy()  # sign of a bool; floor / ceil / round of an integer
         if x.dtype in _LOW_PRECISION:
             return fn(x.astype(_F32), np.empty(msg.shape, _F32)).astype(x.dtype)
         return fn(x, pool.empty(msg.shape, x.dtype))
@@ -180,24 +215,58 @@ def _same_dtype_kernel(fn, op):
 for _name, _fn in _FLOAT_FUNCTIONS.items():
     kernel(_name)(_float_function_kernel(_fn))
 for _name, _fn in _SAME_DTYPE_FUNCTIONS.items():
-    kernel(_name)(_same_dtype_kernel(_fn, _name))
+    if _name != "round":
+        kernel(_name)(_same_dtype_kernel(_fn, _name))
 
+_round_to_integer = _same_dtype_kernel(_SAME_DTYPE_FUNCTIONS["round"], "round")
+
+
+@kernel("round")
+def _round(msg, pool, x):
+    if not msg.attrs:
+        return _round_to_integer(msg, pool, x)
+    # PyTorch's decimals: x * 10**d rounded half to even, divided back (d < 0: / then *).
+    decimals = msg.attrs[0]
+    compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
+    y = x.astype(compute)
+    scale = compute.type(10.0 ** abs(decimals))
+    if decimals > 0:
+        np.multiply(y, scale, out=y)
+        np.rint(y, out=y)
+        np.divide(y, scale, out=y)
+    else:
+        np.divide(y, scale, out=y)
+        np.rint(y, out=y)
+        np.multiply(y, scale, out=y)
+    return y.astype(x.dtype, copy=False)
+
+
+# Every kernel writes into ``out=``: on 0-d inputs NumPy would otherwise return a scalar.
 
 @kernel("isnan")
 def _isnan(msg, pool, x):
-    return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+    out = pool.empty(msg.shape, NP["bool"])
+    if x.dtype.kind in "biu":  # (bfloat16's NumPy kind is "V", not "f")
+        out.fill(False)
+        return out
+    return np.isnan(x, out=out)
 
 
 @kernel("isinf")
 def _isinf(msg, pool, x):
-    return np.isinf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+    out = pool.empty(msg.shape, NP["bool"])
+    if x.dtype.kind in "biu":
+        out.fill(False)
+        return out
+    return np.isinf(x, out=out)
 
 
 @kernel("bitwise_not")
 def _bitwise_not(msg, pool, x):
+    out = pool.empty(msg.shape, x.dtype)
     if x.dtype.kind == "b":
-        return np.logical_not(x)
-    return np.invert(x)
+        return np.logical_not(x, out=out)
+    return np.invert(x, out=out)
 
 
 @kernel("clamp")
@@ -205,7 +274,7 @@ def _clamp(msg, pool, x):
     low, high = msg.attrs
     out_dtype = NP[msg.dtype]
     compute = _F32 if out_dtype in _LOW_PRECISION else out_dtype
-    y = x.astype(compute)  # a copy: the input buffer is never written
+    y = x.astype(out_dtype).astype(compute, copy=False)  # a copy: the input is never written
     if low is not None:
         np.maximum(y, low, out=y, dtype=compute, casting="unsafe")
     if high is not None:
@@ -217,14 +286,14 @@ def _clamp(msg, pool, x):
 def _where(msg, pool, cond, *tensors):
     it = iter(tensors)
     a, b = (next(it) if v is None else v for v in msg.attrs)
-    out_dtype = NP[msg.dtype]
-    out = pool.empty(msg.shape, out_dtype)
-    np.copyto(out, np.where(cond, a, b), casting="unsafe")
+    out = pool.empty(msg.shape, NP[msg.dtype])
+    np.copyto(out, b, casting="unsafe")
+    np.copyto(out, a, casting="unsafe", where=cond)
     return out
 
 
 @kernel("cast")
-def _cast(msg, pool, x):
+def _cast_kernel(msg, pool, x):
     out = pool.empty(msg.shape, NP[msg.dtype])
     np.copyto(out, x, casting="unsafe")
     return out
