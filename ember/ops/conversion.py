@@ -102,6 +102,9 @@ _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
 _capsule_name.argtypes = [ctypes.py_object]
 
+# NumPy speaks versioned DLPack (read-only flag, max_version) from 2.1 on.
+_VERSIONED = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+
 _POINTER = ctypes.sizeof(ctypes.c_void_p)
 # DLTensor: void* data; DLDevice device (2 x int32); int32 ndim; DLDataType dtype (uint8 code,
 # uint8 bits, uint16 lanes) ... DLManagedTensorVersioned puts a DLPackVersion (2 x uint32),
@@ -148,7 +151,7 @@ def dlpack(x: Tensor, *, stream: Any = None, max_version: tuple[int, int] | None
     host = x.numpy()
     if x.dtype is _dtype.bfloat16:
         host = host.view(np.uint16)
-    versioned = max_version is not None and tuple(max_version) >= (1, 0)
+    versioned = _VERSIONED and max_version is not None and tuple(max_version) >= (1, 0)
     if not versioned:
         if copy is False:
             raise BufferError("__dlpack__: a tensor's memory is read-only, which legacy DLPack "
@@ -209,7 +212,7 @@ def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
         raise DeviceError(f"from_dlpack: the producer's memory is on DLPack device {source}, "
                           f"not the host; help: move it to the CPU first (torch: t.cpu())")
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
+        capsule = obj.__dlpack__(max_version=(1, 0)) if _VERSIONED else obj.__dlpack__()
     except TypeError:  # a producer that predates DLPack 1.0
         capsule = obj.__dlpack__()
     is_bfloat16 = _retag(capsule, _KDL_BFLOAT, _KDL_UINT)

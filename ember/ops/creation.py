@@ -91,7 +91,9 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
         return out if dtype is None else out.astype(dtype)
     array, inferred = _infer_array(data, "tensor")
     target = resolve_dtype(dtype, inferred)
-    return upload(np.array(array, dtype=target.np, copy=True, order="C"), target, device)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN / inf to int: undefined, as in torch
+        copied = np.array(array, dtype=target.np, copy=True, order="C")
+    return upload(copied, target, device)
 
 
 def from_numpy(array: np.ndarray, *, dtype: Any = None, device: Any = None) -> Tensor:

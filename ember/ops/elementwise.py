@@ -120,12 +120,27 @@ def binary(op: str, a: Any, b: Any) -> Tensor:
                                              [])
             if op == "sub":
                 _no_bool_sub(a.dtype.kind == "b", b.dtype.kind == "b")
-            return call(op, (a, b), shape, rule(op, compute), (compute.name,), device)
+            out = _apply_rule(rule, op, compute, a, b)
+            return call(op, (a, b), shape, out, (compute.name,), device)
         return _with_scalar(op, rule, a, b, False)
     if type(b) is not Tensor:
         raise DTypeError(f"{op}: needs at least one tensor operand, got "
                          f"{type(a).__name__} and {type(b).__name__}")
     return _with_scalar(op, rule, b, a, True)
+
+
+def _describe(operand: Any) -> str:
+    if type(operand) is Tensor:
+        return f"{operand.dtype.name} tensor of shape {operand.shape}"
+    return f"Python {type(operand).__name__} {operand!r}"
+
+
+def _apply_rule(rule: Any, op: str, compute: DType, lhs: Any, rhs: Any) -> DType:
+    """The output dtype; a refusal names both operands."""
+    try:
+        return rule(op, compute)
+    except DTypeError as exc:
+        raise DTypeError(f"{exc} (lhs: {_describe(lhs)}, rhs: {_describe(rhs)})") from None
 
 
 def _with_scalar(op: str, rule: Any, x: Tensor, value: Any, scalar_is_lhs: bool) -> Tensor:
@@ -134,7 +149,7 @@ def _with_scalar(op: str, rule: Any, x: Tensor, value: Any, scalar_is_lhs: bool)
     compute = _dtype.promote_with_scalar(x.dtype, kind)
     if op == "sub":
         _no_bool_sub(x.dtype.kind == "b", kind == "b")
-    out = rule(op, compute)
+    out = _apply_rule(rule, op, compute, *((value, x) if scalar_is_lhs else (x, value)))
     # True division computes in its float output: int32_tensor / 2**33 does not wrap the 2**33.
     value = _as_kind(value, out if op == "div" else compute)
     if op == "pow" and not scalar_is_lhs and compute.kind == "i" and value < 0:

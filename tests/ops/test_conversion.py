@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 
 import ember as em
+from ember.ops import _core
+
+# With EMBER_EAGER=1 a failing op raises at its own line instead of at the read.
+lazy_only = pytest.mark.skipif(_core.EAGER, reason="EMBER_EAGER=1 raises at the call")
 
 ALL_DTYPES = [em.float32, em.float64, em.float16, em.bfloat16, em.int32, em.int64, em.bool]
 VALUES = [0.0, 1.0, -1.0, 2.75, -2.75, 0.5, -0.5, 100.0, -0.0]
@@ -103,6 +107,7 @@ def test_to_device_and_dtype_together() -> None:
         x.to("cpu:1", em.int64, em.float32)
 
 
+@lazy_only
 def test_transfer_of_a_failed_tensor_fails_at_the_read() -> None:
     bad = em.tensor([1, 2], device="cpu:0") // 0
     moved = bad.to("cpu:1")

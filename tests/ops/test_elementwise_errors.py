@@ -7,6 +7,10 @@ import numpy as np
 import pytest
 
 import ember as em
+from ember.ops import _core
+
+# With EMBER_EAGER=1 a failing op raises at its own line instead of at the read.
+lazy_only = pytest.mark.skipif(_core.EAGER, reason="EMBER_EAGER=1 raises at the call")
 
 
 def test_mixed_devices_name_both_devices() -> None:
@@ -76,6 +80,7 @@ def test_integer_negative_scalar_power_raises_at_the_call() -> None:
     (em.tensor([1, 2, 3]) ** -1.0).numpy()  # a float exponent is fine
 
 
+@lazy_only
 @pytest.mark.parametrize("dtype", [em.int32, em.int64])
 def test_integer_division_by_zero_fails_at_the_read(dtype) -> None:
     x = em.tensor([4, -7, 9], dtype=dtype)
@@ -93,6 +98,7 @@ def test_integer_division_by_zero_fails_at_the_read(dtype) -> None:
     assert (x.float() / 0).tolist() == [np.inf, -np.inf, np.inf]
 
 
+@lazy_only
 def test_kernel_error_propagates_to_dependents_only() -> None:
     x = em.tensor([1, 2, 3])
     bad = x // 0
