@@ -25,7 +25,7 @@ class BlockingReadInTrio(EmberError, RuntimeError):
 class Tensor:
     """An immutable n-dimensional array on a device, computed asynchronously."""
 
-    __slots__ = ("_id", "shape", "dtype", "device", "_host", "__weakref__")
+    __slots__ = ("_id", "shape", "dtype", "device", "_host", "_node", "__weakref__")
     __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators
 
     _id: int
@@ -41,6 +41,7 @@ class Tensor:
         t.dtype = dtype
         t.device = device
         t._host = None
+        t._node = None
         return t
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -76,9 +77,49 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    # ----- autodiff ------------------------------------------------------------------
+
     @property
     def is_tracked(self) -> bool:
-        return False
+        """Whether gradients flow to or through this tensor."""
+        return self._node is not None
+
+    def require_grad(self) -> Tensor:
+        """Mark this tensor as a leaf whose gradient ``backward`` computes; returns it.
+
+        Raises:
+            EmberError: the tensor is not on an autodiff device, or was computed
+                from tracked tensors (only leaves can be marked).
+        """
+        from ember.autodiff.graph import LEAF, leaf
+
+        if not self.device.is_autodiff:
+            raise EmberError(f"require_grad: {self.device} does not track gradients; help: create "
+                             f"the tensor on {self.device}.autodiff() or move it with "
+                             f".to(device.autodiff())")
+        if self._node is not None and self._node.op != LEAF:
+            raise EmberError(f"require_grad: this tensor was computed by {self._node.op} from "
+                             f"tracked tensors; only leaves can be marked (help: .detach() first)")
+        if self.dtype.kind != "f":
+            raise EmberError(f"require_grad: only floating tensors have gradients, got "
+                             f"{self.dtype.name}")
+        if self._node is None:
+            self._node = leaf(self)
+        return self
+
+    def backward(self, grad: Tensor | None = None) -> Any:
+        """Gradients of this tensor with respect to every tracked leaf it depends on.
+
+        A non-scalar tensor needs ``grad``, the gradient seeding the walk. The
+        graph is consumed: a second ``backward`` through it raises.
+        """
+        from ember.autodiff.engine import ACTOR
+
+        return ACTOR.backward(self, grad)
+
+    def grad(self, grads: Any) -> Tensor | None:
+        """This leaf's gradient in ``grads`` (on the inner device), or None if untracked."""
+        return grads.get(self)
 
     # ----- reads ---------------------------------------------------------------------
 

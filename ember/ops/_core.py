@@ -10,6 +10,7 @@ from typing import Any
 
 from ember import dtype as _dtype
 from ember.actors.ir import Call, MultiCall
+from ember.autodiff.graph import record
 from ember.device import Device, default_device
 from ember.dtype import DType
 from ember.errors import DeviceError, ShapeError
@@ -58,12 +59,14 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
          attrs: tuple = (), device: Device | None = None) -> Any:
     """Submit op ``op`` on tensors ``inputs`` and return the output tensor at once."""
     if device is None:
-        device = inputs[0].device
+        device = _result_device(inputs)
     out = next_id()
     actor = device.actor
     actor.submit(Call(op, out, tuple([t._id for t in inputs]), attrs, shape, dtype.name,
                       user_site()), math.prod(shape) * dtype.itemsize)
     tensor = _new_tensor(out, shape, dtype, device)
+    if device.is_autodiff:
+        record(op, inputs, attrs, (tensor,))
     if EAGER:
         actor.wait(actor.check(out))
     return tensor
@@ -71,27 +74,47 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
 
 def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple = ()) -> tuple:
     """Submit an op with several outputs; returns their tensors."""
-    device = inputs[0].device
+    device = _result_device(inputs)
     outs = tuple(next_id() for _ in shapes)
     actor = device.actor
     actor.submit(MultiCall(op, outs, tuple(t._id for t in inputs), attrs, shapes,
                            tuple(d.name for d in dtypes), user_site()),
                  sum(math.prod(s) * d.itemsize for s, d in zip(shapes, dtypes)))
     tensors = tuple(make(o, s, d, device) for o, s, d in zip(outs, shapes, dtypes))
+    if device.is_autodiff:
+        record(op, inputs, attrs, tensors)
     if EAGER:
         for o in outs:
             actor.wait(actor.check(o))
     return tensors
 
 
+def _result_device(inputs: tuple) -> Device:
+    # Inputs passed their device check already; the autodiff twin wins, if present.
+    device = inputs[0].device
+    if not device.is_autodiff:
+        for t in inputs:
+            if t.device.is_autodiff:
+                return t.device
+    return device
+
+
 def same_device(op: str, tensors: tuple) -> Device:
-    """The device all ``tensors`` share; DeviceError naming every device otherwise."""
+    """The device all ``tensors`` share; DeviceError naming every device otherwise.
+
+    A device and its autodiff twin are one place: tensors of both mix, and the
+    result is on the autodiff device (the untracked ones act as constants).
+    """
     device = tensors[0].device
     for t in tensors[1:]:
-        if t.device is not device and t.device != device:
-            names = ", ".join(str(x.device) for x in tensors)
-            raise DeviceError(f"{op}: tensors are on different devices ({names}); "
-                              f"help: move them with .to(device) first")
+        other = t.device
+        if other is not device:
+            if other.name != device.name:
+                names = ", ".join(str(x.device) for x in tensors)
+                raise DeviceError(f"{op}: tensors are on different devices ({names}); "
+                                  f"help: move them with .to(device) first")
+            if other.is_autodiff and not device.is_autodiff:
+                device = other
     return device
 
 

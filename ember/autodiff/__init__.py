@@ -1,0 +1,1 @@
+"""Autodiff: the gradient path. Tracked ops record nodes; ``backward`` walks them in reverse."""

@@ -1,0 +1,190 @@
+"""The autodiff actor: walks a graph backward and emits the gradient ops.
+
+``backward`` visits nodes in reverse creation order (a reverse topological
+order, since a node is always created after its inputs), calls each node's
+rule, sums each input gradient over broadcast dims, accumulates gradients
+of tensors used several times, and frees each node's saved tensors once it
+has run. Only device ops are emitted; nothing waits for a device, so the walk
+runs on the calling thread and ``backward`` returns at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from typing import Any
+
+from ember.autodiff.graph import LEAF, SELECT, Node, no_record
+from ember.autodiff.rules import BackwardContext
+from ember.errors import EmberError, ShapeError
+
+
+class Gradients:
+    """The gradients of one ``backward`` call: ``t.grad(grads)`` or ``grads.get(t)``."""
+
+    def __init__(self, by_node: dict[Node, Any]) -> None:
+        self._by_node = by_node
+
+    def get(self, tensor: Any) -> Any:
+        """The gradient of tracked leaf ``tensor`` (on the inner device), else None."""
+        node = getattr(tensor, "_node", None)
+        return None if node is None else self._by_node.get(node)
+
+    def __len__(self) -> int:
+        return len(self._by_node)
+
+    def __contains__(self, tensor: Any) -> bool:
+        return self.get(tensor) is not None
+
+    def tensors(self) -> list:
+        """The gradient tensors, in the order their leaves were created."""
+        return [g for _, g in sorted(self._by_node.items(), key=lambda kv: kv[0].seq)]
+
+    def __repr__(self) -> str:
+        return f"Gradients({len(self)} tensors)"
+
+
+class _Recompute:
+    """Materializes what rules read: kept tensors, or recomputed ones (checkpointing)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Node, Any] = {}
+
+    def inputs(self, node: Node) -> tuple:
+        saved = node.saved_inputs
+        if saved is None:
+            raise EmberError(f"{node.op}: its backward rule reads inputs it did not declare")
+        return tuple(self._value(s) for s in saved)
+
+    def output(self, node: Node) -> Any:
+        if node.saved_output is not None:
+            return node.saved_output
+        return self._recompute(node)
+
+    def _value(self, saved: Any) -> Any:
+        return self._recompute(saved) if isinstance(saved, Node) else saved
+
+    def _recompute(self, node: Node) -> Any:
+        if node.op == SELECT:
+            return self._recompute(node.parents[0])[node.attrs[0]]
+        value = self._memo.get(node)
+        if value is None:
+            from ember.ops._core import call, multi_call
+
+            inputs = tuple(self._value(s) for s in node.saved_inputs)
+            if isinstance(node.shape, tuple) and node.shape and isinstance(node.shape[0], tuple):
+                value = multi_call(node.op, inputs, node.shape, node.dtype, node.attrs)
+            else:
+                value = call(node.op, inputs, node.shape, node.dtype, node.attrs, node.device)
+            self._memo[node] = value
+        return value
+
+    def forget(self, node: Node) -> None:
+        # Every consumer of this node's output has run: its recomputed value is done.
+        self._memo.pop(node, None)
+
+
+class AutodiffActor:
+    """Owns the backward walk; one per process. ``statistics()`` counts its work."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.backward_calls = 0
+        self.nodes_run = 0
+
+    def backward(self, root: Any, grad: Any = None) -> Gradients:
+        node = root._node
+        if node is None:
+            raise EmberError("backward: this tensor is not tracked (no tensor it was computed "
+                             "from called require_grad() on an autodiff device)")
+        if grad is None:
+            if root.numel() != 1:
+                raise ShapeError(f"backward: needs an explicit grad for a non-scalar output of "
+                                 f"shape {root.shape}; help: reduce it first, e.g. "
+                                 f"loss.sum().backward()")
+            from ember.ops.creation import ones_like
+
+            with no_record():
+                grad = ones_like(root)
+        else:
+            _check_seed(root, grad)
+        with self._lock, no_record():
+            by_leaf = self._walk(node, grad)
+        self.backward_calls += 1
+        return Gradients(by_leaf)
+
+    def _walk(self, root: Node, seed: Any) -> dict[Node, Any]:
+        grads: dict[Node, Any] = {root: seed}
+        heap = [(-root.seq, root)]
+        leaves: dict[Node, Any] = {}
+        recompute = _Recompute()
+        while heap:
+            _, node = heapq.heappop(heap)
+            grad = grads.pop(node)
+            if node.op == LEAF:
+                leaves[node] = _to_inner(grad)
+                continue
+            if node.op == SELECT:
+                parent = node.parents[0]
+                slots = grads.get(parent)
+                if slots is None:
+                    slots = grads[parent] = [None] * len(parent.shape)
+                    heapq.heappush(heap, (-parent.seq, parent))
+                index = node.attrs[0]
+                slots[index] = grad if slots[index] is None else slots[index] + grad
+                continue
+            if node.consumed:
+                raise EmberError(f"backward: the graph through {node.op} was already consumed by "
+                                 f"an earlier backward(); run the forward pass again")
+            input_grads = node.rule.fn(BackwardContext(node, recompute),
+                                       tuple(grad) if isinstance(grad, list) else grad)
+            for parent, g, shape, dtype in zip(node.parents, input_grads, node.input_shapes,
+                                               node.input_dtypes):
+                if parent is None or g is None:
+                    continue
+                g = _fit(g, shape, dtype)
+                if parent in grads:
+                    grads[parent] = grads[parent] + g
+                else:
+                    grads[parent] = g
+                    heapq.heappush(heap, (-parent.seq, parent))
+            node.saved_inputs = None
+            node.saved_output = None
+            node.consumed = True
+            recompute.forget(node)
+            self.nodes_run += 1
+        return leaves
+
+
+def _check_seed(root: Any, grad: Any) -> None:
+    from ember.tensor import Tensor
+
+    if not isinstance(grad, Tensor):
+        raise EmberError(f"backward: grad must be a tensor, got {type(grad).__name__}")
+    if grad.shape != root.shape:
+        raise ShapeError(f"backward: grad of shape {grad.shape} does not match the output's "
+                         f"shape {root.shape}")
+
+
+def _fit(grad: Any, shape: tuple, dtype: Any) -> Any:
+    """Sum ``grad`` over the dims broadcasting added, and cast it to its input's dtype."""
+    if grad.shape != shape:
+        extra = len(grad.shape) - len(shape)
+        dims = tuple(range(extra)) + tuple(
+            extra + i for i, size in enumerate(shape) if size == 1 and grad.shape[extra + i] != 1)
+        if dims:
+            grad = grad.sum(dim=dims, keepdim=True)
+        grad = grad.reshape(shape)
+    if grad.dtype is not dtype and dtype.kind == "f":
+        grad = grad.astype(dtype)
+    return grad
+
+
+def _to_inner(grad: Any) -> Any:
+    from ember.ops._core import call
+
+    inner = grad.device.inner
+    return call("alias", (grad,), grad.shape, grad.dtype, (), inner)
+
+
+ACTOR = AutodiffActor()

@@ -1,0 +1,125 @@
+"""The gradient graph: nodes recorded by ops on tracked tensors.
+
+A node remembers its op, attributes, parent nodes and what its backward
+rule needs from the forward. Under "balanced" checkpointing it keeps only
+checkpoints (leaves, constants, outputs of compute-bound ops) and, for the
+outputs of memory-bound ops, the node that can recompute them.
+
+Nodes are referenced by tensors (``Tensor._node``) and by their consumers,
+never by a global list, so a graph is freed with the last handle into it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ember.autodiff.rules import BACKWARD, NOT_DIFFERENTIABLE, Rule
+from ember.errors import EmberError
+
+_seq = itertools.count(1)
+_local = threading.local()
+
+LEAF = "leaf"
+SELECT = "select"  # one output of a multi-output node
+
+
+class Node:
+    __slots__ = ("seq", "op", "rule", "attrs", "parents", "saved_inputs", "saved_output",
+                 "input_shapes", "input_dtypes", "shape", "dtype", "device", "consumed",
+                 "__weakref__")
+
+    def __init__(self, op: str, rule: Rule | None, attrs: tuple, parents: tuple,
+                 input_shapes: tuple, input_dtypes: tuple, shape: Any, dtype: Any,
+                 device: Any) -> None:
+        self.seq = next(_seq)
+        self.op = op
+        self.rule = rule
+        self.attrs = attrs
+        self.parents = parents
+        self.input_shapes = input_shapes
+        self.input_dtypes = input_dtypes
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.saved_inputs: tuple | None = None
+        self.saved_output: Any = None
+        self.consumed = False
+
+    def __repr__(self) -> str:
+        return f"Node({self.op}#{self.seq}, shape={self.shape})"
+
+
+def is_recording() -> bool:
+    return not getattr(_local, "paused", False)
+
+
+@contextmanager
+def no_record() -> Iterator[None]:
+    """Ops inside the block record no nodes (used while emitting gradient ops)."""
+    before = getattr(_local, "paused", False)
+    _local.paused = True
+    try:
+        yield
+    finally:
+        _local.paused = before
+
+
+def leaf(tensor: Any) -> Node:
+    return Node(LEAF, None, (), (), (), (), tensor.shape, tensor.dtype, tensor.device)
+
+
+def _is_checkpoint(parent: Node | None) -> bool:
+    """Kept under "balanced": constants, leaves and outputs of compute-bound ops."""
+    return parent is None or parent.op == LEAF or parent.op == SELECT or parent.rule.compute_bound
+
+
+def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
+    """Called by every op on an autodiff device, after its outputs exist."""
+    if getattr(_local, "paused", False):
+        return
+    parents = tuple([t._node for t in inputs])
+    if not any(p is not None for p in parents) or op in NOT_DIFFERENTIABLE:
+        return
+    if all(o.dtype.kind != "f" for o in outputs):
+        return  # integer and bool results carry no gradient
+    rule = BACKWARD.get(op)
+    if rule is None:
+        raise EmberError(f"{op}: no gradient rule is defined for this op; help: call .detach() "
+                         f"on its tracked inputs if no gradient should flow through it")
+    device = outputs[0].device
+    multi = len(outputs) > 1
+    node = Node(op, rule, attrs, parents, tuple(t.shape for t in inputs),
+                tuple(t.dtype for t in inputs),
+                tuple(o.shape for o in outputs) if multi else outputs[0].shape,
+                tuple(o.dtype for o in outputs) if multi else outputs[0].dtype, device)
+    balanced = device.checkpointing == "balanced"
+    if balanced and not rule.compute_bound:
+        # Keep what recomputes the output: checkpoints as handles, the rest as nodes.
+        node.saved_inputs = tuple(t if _is_checkpoint(p) else p for t, p in zip(inputs, parents))
+    elif rule.uses_inputs:
+        if balanced:
+            node.saved_inputs = tuple(t if _is_checkpoint(p) else p
+                                      for t, p in zip(inputs, parents))
+        else:
+            node.saved_inputs = inputs
+    if rule.uses_output and not (balanced and not rule.compute_bound):
+        node.saved_output = _untracked_copies(outputs, multi)
+    if multi:
+        for i, out in enumerate(outputs):
+            if out.dtype.kind == "f":
+                out._node = Node(SELECT, None, (i,), (node,), (), (), out.shape, out.dtype, device)
+    else:
+        outputs[0]._node = node
+
+
+def _untracked_copies(outputs: tuple, multi: bool) -> Any:
+    """New handles to the outputs' buffers: a node must not hold its own output's handle."""
+    from ember.ops._core import call
+
+    with no_record():
+        copies = tuple(call("alias", (o,), o.shape, o.dtype) for o in outputs)
+    return copies if multi else copies[0]
