@@ -80,10 +80,10 @@ class DeviceActor:
         self._urgent = threading.Event()  # someone waits: stop lingering
         self._waiters: dict[int, Waiter] = {}
         # Queued: submitted, not yet taken by the worker. Claimed: taken, not yet run.
-        self._queued_ops = 0
         self._queued_bytes = 0
         self._claimed_ops = 0
         self._claimed_bytes = 0
+        self._submit_count = itertools.count(1).__next__  # atomic under concurrent submitters
         self._submitted = 0
         self._stopping = False
         # Worker-owned state.
@@ -99,22 +99,29 @@ class DeviceActor:
     # ----- caller side -------------------------------------------------------------
 
     def submit(self, msg: Any, nbytes: int) -> None:
-        """Queue a compute message producing ``nbytes``; waits only when too much is in flight."""
+        """Queue a compute message producing ``nbytes``; waits only when too much is in flight.
+
+        Lock-free on the common path: the deque append is atomic, and the byte
+        count may lose an update under concurrent submitters, which only makes
+        the bound approximate.
+        """
         pending = self._pending
-        with self._lock:
-            pending.append(msg)
-            self._submitted += 1
-            self._queued_ops += 1
-            self._queued_bytes += nbytes
-            if (self._queued_ops + self._claimed_ops > self.max_ops
-                    or self._queued_bytes + self._claimed_bytes > self.max_bytes):
-                self._urge()
-                self._wait_for_room()
+        pending.append(msg)
+        self._submitted = self._submit_count()
+        self._queued_bytes += nbytes
         n = len(pending)
         if n == 1:
             self._wake.set()
         elif n >= _BATCH_OPS:
             self._urgent.set()
+        if (n + self._claimed_ops > self.max_ops
+                or self._queued_bytes + self._claimed_bytes > self.max_bytes):
+            self._throttle()
+
+    def _throttle(self) -> None:
+        with self._lock:
+            self._urge()
+            self._wait_for_room()
 
     def _urge(self) -> None:
         self._urgent.set()
@@ -123,7 +130,7 @@ class DeviceActor:
     def _wait_for_room(self) -> None:
         # Called with the lock held. A half-drained backlog is enough room.
         while not self._stopping and (
-            self._queued_ops + self._claimed_ops > self.max_ops // 2
+            len(self._pending) + self._claimed_ops > self.max_ops // 2
             or self._queued_bytes + self._claimed_bytes > self.max_bytes // 2
         ):
             if not self._thread.is_alive():
@@ -185,7 +192,7 @@ class DeviceActor:
             kernels_launched=self._kernels,
             bytes_held=self._bytes_held,
             queue_depth=len(self._pending),
-            ops_in_flight=self._queued_ops + self._claimed_ops,
+            ops_in_flight=len(self._pending) + self._claimed_ops,
             buffers_pooled=pool["buffers_pooled"],
             bytes_pooled=pool["bytes_pooled"],
             batches=self._batches,
@@ -220,9 +227,9 @@ class DeviceActor:
                 with self._lock:
                     # popleft, not list + clear: drops are appended without the lock.
                     batch = [pending.popleft() for _ in range(len(pending))]
-                    self._claimed_ops += self._queued_ops
-                    self._claimed_bytes += self._queued_bytes
-                    self._queued_ops = self._queued_bytes = 0
+                    self._claimed_ops = len(batch)
+                    self._claimed_bytes = self._queued_bytes
+                    self._queued_bytes = 0
                 if batch:
                     self._run_batch(batch)
         except BaseException as exc:  # a bug in the runtime itself: readers get it, never a hang
@@ -243,30 +250,24 @@ class DeviceActor:
         self._batches += 1
         handlers = self._handlers
         traces = _trace.active()
-        compute = _COMPUTE
-        done = 0
-        for msg in batch:
-            kind = type(msg)
+        for i, msg in enumerate(batch, 1):
             if traces:
                 start = _trace.now_ns()
-                handlers[kind](self, msg)
+                handlers[type(msg)](self, msg)
                 self._trace_event(traces, msg, start)
             else:
-                handlers[kind](self, msg)
-            if kind in compute:
-                done += 1
-                if done == _PROGRESS_EVERY:
-                    self._report_progress(done)
-                    done = 0
+                handlers[type(msg)](self, msg)
+            if i % _PROGRESS_EVERY == 0:
+                self._report_progress(_PROGRESS_EVERY)
         with self._lock:
-            # Ops are released every _PROGRESS_EVERY, bytes once per batch.
-            self._claimed_ops -= done
+            # Messages are released every _PROGRESS_EVERY, bytes once per batch.
+            self._claimed_ops = 0
             self._claimed_bytes = 0
             self._room.notify_all()
 
-    def _report_progress(self, ops: int) -> None:
+    def _report_progress(self, count: int) -> None:
         with self._lock:
-            self._claimed_ops -= ops
+            self._claimed_ops -= count
             self._room.notify_all()
 
     def _trace_event(self, traces: list, msg: Any, start: int) -> None:
@@ -397,4 +398,3 @@ class DeviceActor:
     }
 
 
-_COMPUTE = frozenset((Call, MultiCall, Upload, Receive))
