@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
+from ember.autodiff.rules import differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError
 from ember.ops._core import broadcast_shapes, call, same_device
@@ -241,3 +242,18 @@ def where(cond: Tensor, a: Any, b: Any) -> Tensor:
     shape = broadcast_shapes("where", cond.shape, *(t.shape for t in tensors))
     attrs = tuple(None if type(v) is Tensor else _as_kind(v, dtype) for v in values)
     return call("where", (cond, *tensors), shape, dtype, attrs, device)
+
+
+# ----- gradients ------------------------------------------------------------------------
+
+@differentiable("add", inputs=False)
+def _add_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (grad,) if len(ctx.input_shapes) == 1 else (grad, grad)
+
+
+@differentiable("mul")
+def _mul_backward(ctx: Any, grad: Tensor) -> tuple:
+    if len(ctx.inputs) == 1:
+        return (grad * ctx.attrs[1],)
+    a, b = ctx.inputs
+    return grad * b, grad * a
