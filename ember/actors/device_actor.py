@@ -93,6 +93,7 @@ class DeviceActor:
         self._kernels = 0
         self._batches = 0
         self._bytes_held = 0
+        self._peak_bytes_held = 0
         self._thread = threading.Thread(target=self._loop, name=f"ember-{name}", daemon=True)
         self._thread.start()
 
@@ -191,6 +192,7 @@ class DeviceActor:
             ops_executed=self._executed,
             kernels_launched=self._kernels,
             bytes_held=self._bytes_held,
+            peak_bytes_held=self._peak_bytes_held,
             queue_depth=len(self._pending),
             ops_in_flight=len(self._pending) + self._claimed_ops,
             buffers_pooled=pool["buffers_pooled"],
@@ -286,6 +288,8 @@ class DeviceActor:
     def _store(self, tensor_id: int, value: Any) -> None:
         self._env[tensor_id] = value
         self._bytes_held += self.backend.owned_nbytes(value)
+        if self._bytes_held > self._peak_bytes_held:
+            self._peak_bytes_held = self._bytes_held
 
     def _inputs_failed(self, inputs: tuple[int, ...]) -> KernelError | None:
         failed = self._failed

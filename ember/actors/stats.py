@@ -20,6 +20,7 @@ class Stats(msgspec.Struct, frozen=True):
     autotune_hits: int = 0
     autotune_misses: int = 0
     bytes_held: int = 0
+    peak_bytes_held: int = 0  # the most bytes_held has been since the device started
     queue_depth: int = 0
     ops_in_flight: int = 0
     buffers_pooled: int = 0
