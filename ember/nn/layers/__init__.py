@@ -1,0 +1,1 @@
+"""Layers: modules that hold parameters and delegate to ``nn.functional``."""
