@@ -25,7 +25,7 @@ def test_uniform_families_respect_their_bounds():
     shape = (256, 128)
     fan_in, fan_out = 128, 256
     cases = {
-        "kaiming_uniform": math.sqrt(2.0 / (1 + 0.01 ** 2)) * math.sqrt(3.0 / fan_in),
+        "kaiming_uniform": math.sqrt(2.0) * math.sqrt(3.0 / fan_in),  # leaky_relu gain, a=0
         "xavier_uniform": math.sqrt(6.0 / (fan_in + fan_out)),
     }
     for name, bound in cases.items():
