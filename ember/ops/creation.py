@@ -7,7 +7,6 @@ on which device (of a kind) computes them.
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import threading
@@ -255,11 +254,13 @@ class _RandomState:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.seed = int.from_bytes(os.urandom(8), "little")
-        self.counter = itertools.count()
+        self.next_counter = 0
 
     def next_key(self) -> tuple[int, int]:
         with self.lock:
-            return self.seed, next(self.counter)
+            counter = self.next_counter
+            self.next_counter += 1
+            return self.seed, counter
 
 
 _random = _RandomState()
@@ -275,7 +276,21 @@ def manual_seed(seed: int) -> None:
         raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
     with _random.lock:
         _random.seed = seed.__index__() & (2**64 - 1)
-        _random.counter = itertools.count()
+        _random.next_counter = 0
+
+
+def random_state() -> tuple[int, int]:
+    """(seed, calls so far): everything that decides the next random numbers (checkpoints)."""
+    with _random.lock:
+        return _random.seed, _random.next_counter
+
+
+def set_random_state(state: tuple[int, int]) -> None:
+    """Restore what ``random_state`` returned: the same numbers follow."""
+    seed, counter = state
+    with _random.lock:
+        _random.seed = int(seed)
+        _random.next_counter = int(counter)
 
 
 def _float_dtype(op: str, dtype: Any) -> DType:
