@@ -94,7 +94,8 @@ class Module:
 
         target = resolve_device(device)
         for _, slot in self.named_slots():
-            slot.value = slot.value.to(target)
+            # detach: a moved parameter is a new leaf, not a function of the old one
+            slot.value = slot.value.detach().to(target)
         return self
 
     def train(self, mode: bool = True) -> Module:

@@ -1,0 +1,420 @@
+"""``Learner``: training as concurrent trio tasks, on one device or several.
+
+One epoch runs a nursery of three tasks joined by bounded memory channels:
+
+    loader task ──batches──▶ step task ──step records──▶ metrics task
+    (worker threads build     (forward, backward,        (one batched read per
+     and upload batches)       optimizer step: never      step, metric updates,
+                               waits on a device)         progress display)
+
+and a checkpoint task lives for the whole fit, writing atomic checkpoints in a
+worker thread from tensor handles captured at the epoch boundary (tensors are
+immutable, so a snapshot is just the handles). Reading a loss never stalls the
+next step, and the next batch is on the device before the step needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import trio
+
+from ember.autodiff.engine import Gradients
+from ember.autodiff.graph import no_record
+from ember.device import Device
+from ember.nn.module import Module
+from ember.ops._core import resolve_device
+from ember.ops.creation import random_state, set_random_state
+from ember.tensor import Tensor
+from ember.train import metrics as _metrics
+from ember.train.dataloader import DataLoader
+from ember.train.history import History
+from ember.train.progress import Progress
+from ember.train.replicas import all_reduce, broadcast, replicate
+
+_CHECKPOINT = re.compile(r"^epoch-(\d+)\.ember$")
+
+
+@dataclass
+class EarlyStopping:
+    """Stop when ``metric`` of ``split`` has not improved by ``min_delta`` for ``patience`` epochs."""
+
+    metric: str = "loss"
+    patience: int = 3
+    mode: str = "min"
+    split: str = "valid"
+    min_delta: float = 0.0
+
+
+@dataclass
+class _StepRecord:
+    loss: Tensor
+    outputs: list[Tensor]
+    targets: list[Tensor]
+    items: int
+    lr: float
+
+
+class Learner:
+    """Trains ``model`` with ``optimizer`` on ``loss_fn(model(inputs), targets)``.
+
+    Args:
+        model: the module (moved to the first device's autodiff twin).
+        optimizer: an ``ember.optim`` optimizer over ``model.parameters()``.
+        loss_fn: ``loss_fn(output, target) -> scalar tensor``.
+        metrics: names ("loss", "accuracy", "top5_accuracy", "lr", "samples_per_second") or
+            ``train.Metric`` instances; each is computed on train and valid splits.
+        devices: one device or several (data parallel: a replica per device, each batch
+            split across them, gradients averaged, replicas kept identical).
+        checkpoint_dir: where checkpoints go (one per epoch, the last ``keep_checkpoints``).
+        scheduler: stepped once per epoch (``scheduler_interval="step"``: per step).
+        grad_clip: clip the gradient norm to this value before each update.
+        progress: show a progress bar (only on a terminal).
+        accumulation_steps: sum gradients over this many batches per update.
+        early_stopping: an ``EarlyStopping`` rule.
+    """
+
+    def __init__(self, model: Module, optimizer: Any, loss_fn: Callable, *,
+                 metrics: Sequence[str | _metrics.Metric] = ("loss",),
+                 devices: Device | str | Sequence[Device | str] | None = None,
+                 checkpoint_dir: str | os.PathLike | None = None, scheduler: Any = None,
+                 grad_clip: float | None = None, progress: bool = True,
+                 accumulation_steps: int = 1, early_stopping: EarlyStopping | None = None,
+                 keep_checkpoints: int = 3, scheduler_interval: str = "epoch") -> None:
+        if accumulation_steps < 1:
+            raise ValueError(f"Learner: accumulation_steps must be >= 1, got {accumulation_steps}")
+        if scheduler_interval not in ("epoch", "step"):
+            raise ValueError("Learner: scheduler_interval must be 'epoch' or 'step'")
+        if devices is None:
+            first = next(iter(model.parameters()), None)
+            devices = [first.device if first is not None else resolve_device(None)]
+        elif isinstance(devices, Device | str):
+            devices = [devices]
+        self.devices = [_training_device(d) for d in devices]
+        self.model = model.to(self.devices[0])
+        self.replicas = [self.model] + [replicate(self.model, d) for d in self.devices[1:]]
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.metric_specs = [_metrics.make(m) for m in metrics]
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.scheduler = scheduler
+        self.scheduler_interval = scheduler_interval
+        self.grad_clip = grad_clip
+        self.progress = Progress(progress)
+        self.accumulation_steps = accumulation_steps
+        self.early_stopping = early_stopping
+        self.keep_checkpoints = keep_checkpoints
+        self.history = History()
+        self.epoch = 0
+        self.step = 0
+        self._best: float | None = None
+        self._stale_epochs = 0
+
+    # ----- public entry points ---------------------------------------------------------
+
+    async def fit(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
+                  epochs: int = 1) -> History:
+        """Train until ``epochs`` epochs in total (so a resumed learner continues)."""
+        checkpoint_send, checkpoint_receive = trio.open_memory_channel(1)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._checkpoint_task, checkpoint_receive)
+                async with checkpoint_send:
+                    while self.epoch < epochs:
+                        train_values = await self._train_epoch(train_loader, epochs)
+                        self.history.append("train", train_values)
+                        if valid_loader is not None:
+                            self.history.append("valid", await self.evaluate(valid_loader))
+                        self.epoch += 1
+                        if self.scheduler is not None and self.scheduler_interval == "epoch":
+                            self.scheduler.step()
+                        if self.checkpoint_dir is not None:
+                            await checkpoint_send.send(self._snapshot())
+                        if self._should_stop():
+                            break
+        except BaseException as exc:
+            if self.checkpoint_dir is not None and _is_interrupt(exc):
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._write_checkpoint, self._snapshot(),
+                                                  INTERRUPTED)
+            raise
+        return self.history
+
+    def fit_sync(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
+                 epochs: int = 1) -> History:
+        """``fit`` for plain scripts."""
+        return trio.run(self.fit, train_loader, valid_loader, epochs)
+
+    async def evaluate(self, loader: DataLoader) -> dict[str, float]:
+        """Every metric over ``loader`` with the model in eval mode; returns {name: value}."""
+        for replica in self.replicas:
+            replica.eval()
+        instances, loss_mean = self._fresh_metrics()
+        try:
+            for indices in loader.batch_indices(0):
+                arrays = await trio.to_thread.run_sync(loader.host_batch, indices)
+                with no_record():
+                    parts = self._place(loader, arrays)
+                    outputs, losses = [], []
+                    for replica, (inputs, targets) in zip(self.replicas, parts):
+                        out = replica(*inputs)
+                        outputs.append((out, targets[0]))
+                        losses.append((self.loss_fn(out, *targets), targets[0].shape[0]))
+                host = await _read_all([t for pair in outputs for t in pair] +
+                                       [loss for loss, _ in losses])
+                self._update(instances, loss_mean, host, outputs, losses)
+        finally:
+            for replica in self.replicas:
+                replica.train()
+        return self._compute(instances, loss_mean, lr=None, samples_per_second=None)
+
+    def resume(self, checkpoint: str | os.PathLike | None = None) -> Learner:
+        """Continue from the newest epoch checkpoint in a folder (default: the learner's own),
+        or from one checkpoint file (such as the ``interrupted.ember`` a Ctrl-C leaves)."""
+        from ember.record import load
+
+        path = Path(checkpoint or self.checkpoint_dir)
+        if path.is_dir():
+            found = _checkpoints(path)
+            if not found:
+                raise FileNotFoundError(f"resume: no epoch checkpoint in {path}")
+            directory, path = path, found[-1]
+        else:
+            directory = path.parent
+        state = load(path)
+        self.model.load_state_dict({k: np.asarray(v) for k, v in state["model"].items()})
+        broadcast(self.model, self.replicas)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        set_random_state(tuple(state["random"]))
+        self.epoch = int(state["epoch"])
+        self.step = int(state["step"])
+        self.history = History.from_state_dict(state["history"])
+        best = state.get("best")
+        self._best = None if best is None else float(best)
+        self._stale_epochs = int(state.get("stale_epochs", 0))
+        if self.checkpoint_dir is None:
+            self.checkpoint_dir = directory
+        return self
+
+    # ----- one epoch -------------------------------------------------------------------
+
+    async def _train_epoch(self, loader: DataLoader, epochs: int) -> dict[str, float]:
+        batches = loader.batch_indices(self.epoch)
+        self.progress.start_epoch(self.epoch + 1, epochs, len(batches))
+        batch_send, batch_receive = trio.open_memory_channel(max(loader.prefetch - 1, 0))
+        record_send, record_receive = trio.open_memory_channel(4)
+        instances, loss_mean = self._fresh_metrics()
+        timing = {"start": time.perf_counter(), "items": 0}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._loader_task, loader, batches, batch_send)
+            nursery.start_soon(self._step_task, loader, batch_receive, record_send)
+            nursery.start_soon(self._metrics_task, record_receive, instances, loss_mean, timing)
+        elapsed = time.perf_counter() - timing["start"]
+        values = self._compute(instances, loss_mean, lr=self.optimizer.lr,
+                               samples_per_second=timing["items"] / max(elapsed, 1e-9))
+        self.progress.end_epoch(values)
+        return values
+
+    async def _loader_task(self, loader: DataLoader, batches: list[np.ndarray],
+                           send: trio.MemorySendChannel) -> None:
+        async with send:
+            for indices in batches:
+                arrays = await trio.to_thread.run_sync(loader.host_batch, indices)
+                await send.send(await trio.to_thread.run_sync(self._place, loader, arrays))
+
+    def _place(self, loader: DataLoader, arrays: tuple[np.ndarray, ...]) -> list:
+        """Split a host batch across the replicas' devices and upload each part."""
+        n = len(self.devices)
+        rows = arrays[0].shape[0]
+        bounds = [round(rows * k / n) for k in range(n + 1)]
+        parts = []
+        for k, device in enumerate(self.devices):
+            pieces = [a[bounds[k]:bounds[k + 1]] for a in arrays]
+            tensors = loader.place(tuple(pieces), device)
+            parts.append((tensors[:1], tensors[1:]))
+        return parts
+
+    async def _step_task(self, loader: DataLoader, receive: trio.MemoryReceiveChannel,
+                         send: trio.MemorySendChannel) -> None:
+        async with send, receive:
+            pending: list[list[Gradients]] = []
+            async for parts in receive:
+                items = sum(p[1][0].shape[0] for p in parts)
+                record, grads = self._forward_backward(parts, items)
+                pending.append(grads)
+                if len(pending) == self.accumulation_steps:
+                    self._apply(pending)
+                    pending = []
+                await send.send(record)
+            if pending:
+                self._apply(pending)
+
+    def _forward_backward(self, parts: list, items: int) -> tuple[_StepRecord, list[Gradients]]:
+        grads, outputs, targets, losses = [], [], [], []
+        scale = 1.0 / self.accumulation_steps
+        for replica, (inputs, target) in zip(self.replicas, parts):
+            share = target[0].shape[0] / items
+            out = replica(*inputs)
+            loss = self.loss_fn(out, *target)
+            grads.append((loss * (share * scale)).backward())
+            with no_record():
+                outputs.append(out.detach())
+                targets.append(target[0])
+                losses.append(loss.detach().to(self.devices[0].inner) * share)
+        with no_record():
+            total = losses[0]
+            for part in losses[1:]:
+                total = total + part
+        return _StepRecord(total, outputs, targets, items, self.optimizer.lr), grads
+
+    def _apply(self, pending: list[list[Gradients]]) -> None:
+        """All-reduce (replicas and accumulated batches), clip, update, sync replicas."""
+        flat_models = self.replicas * len(pending)
+        flat_grads = [g for step in pending for g in step]
+        grads = all_reduce(self.model, flat_models, flat_grads)
+        if self.grad_clip is not None:
+            from ember.optim import clip_grad_norm
+
+            clip_grad_norm(grads, self.grad_clip)
+        self.optimizer.step(grads)
+        if len(self.replicas) > 1:
+            broadcast(self.model, self.replicas)
+        self.step += 1
+        if self.scheduler is not None and self.scheduler_interval == "step":
+            self.scheduler.step()
+
+    async def _metrics_task(self, receive: trio.MemoryReceiveChannel, instances: list,
+                            loss_mean: _metrics.Mean | None, timing: dict) -> None:
+        async with receive:
+            async for record in receive:
+                pairs = list(zip(record.outputs, record.targets))
+                host = await _read_all([t for pair in pairs for t in pair] + [record.loss])
+                self._update(instances, loss_mean, host, pairs, [(None, record.items)])
+                timing["items"] += record.items
+                elapsed = time.perf_counter() - timing["start"]
+                self.progress.step(float(host[-1]), timing["items"] / max(elapsed, 1e-9))
+
+    # ----- metrics ---------------------------------------------------------------------
+
+    def _fresh_metrics(self) -> tuple[list[_metrics.Metric], _metrics.Mean | None]:
+        instances = [m for m in self.metric_specs if isinstance(m, _metrics.Metric)]
+        for m in instances:
+            m.reset()
+        return instances, _metrics.Mean("loss")
+
+    @staticmethod
+    def _update(instances: list, loss_mean: _metrics.Mean, host: list, pairs: list,
+                losses: list) -> None:
+        n_pairs = len(pairs)
+        for k in range(n_pairs):
+            output, target = host[2 * k], host[2 * k + 1]
+            for m in instances:
+                m.update(output, target)
+        for j, (_, count) in enumerate(losses):
+            loss_mean.add(float(host[2 * n_pairs + j]), count)
+
+    def _compute(self, instances: list, loss_mean: _metrics.Mean, lr: float | None,
+                 samples_per_second: float | None) -> dict[str, float]:
+        values: dict[str, float] = {}
+        for spec in self.metric_specs:
+            if spec == "loss":
+                values["loss"] = loss_mean.compute()
+            elif spec == "lr" and lr is not None:
+                values["lr"] = float(lr)
+            elif spec == "samples_per_second" and samples_per_second is not None:
+                values["samples_per_second"] = samples_per_second
+            elif isinstance(spec, _metrics.Metric):
+                values[spec.name] = spec.compute()
+        return values
+
+    def _should_stop(self) -> bool:
+        rule = self.early_stopping
+        if rule is None:
+            return False
+        series = (self.history.valid if rule.split == "valid" else self.history.train)
+        values = series.get(rule.metric)
+        if not values:
+            raise ValueError(f"early stopping: no {rule.split} metric {rule.metric!r} recorded")
+        value = values[-1]
+        better = (self._best is None or
+                  (value < self._best - rule.min_delta if rule.mode == "min"
+                   else value > self._best + rule.min_delta))
+        if better:
+            self._best, self._stale_epochs = value, 0
+        else:
+            self._stale_epochs += 1
+        return self._stale_epochs >= rule.patience
+
+    # ----- checkpoints -----------------------------------------------------------------
+
+    def _snapshot(self) -> dict[str, Any]:
+        """Handles to everything a checkpoint holds, taken at an epoch boundary (no reads)."""
+        return {
+            "model": {name: slot.value for name, slot in self.model.named_slots()},
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
+            "random": list(random_state()),
+            "epoch": self.epoch,
+            "step": self.step,
+            "history": self.history.state_dict(),
+            "best": self._best,
+            "stale_epochs": self._stale_epochs,
+        }
+
+    async def _checkpoint_task(self, receive: trio.MemoryReceiveChannel) -> None:
+        async with receive:
+            async for snapshot in receive:
+                await trio.to_thread.run_sync(self._write_checkpoint, snapshot)
+
+    def _write_checkpoint(self, snapshot: dict[str, Any], name: str | None = None) -> None:
+        from ember.record import save
+
+        directory = self.checkpoint_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        save(snapshot, directory / (name or f"epoch-{snapshot['epoch']:04d}.ember"))
+        for old in _checkpoints(directory)[:-self.keep_checkpoints]:
+            old.unlink(missing_ok=True)
+
+
+INTERRUPTED = "interrupted.ember"
+
+
+def _training_device(spec: Device | str) -> Device:
+    device = resolve_device(spec)
+    return device if device.is_autodiff else device.autodiff()
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C or cancellation, alone or inside the exception groups of trio nurseries."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_interrupt(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt | trio.Cancelled)
+
+
+def _checkpoints(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir()
+             if (m := _CHECKPOINT.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+async def _read_all(tensors: list[Tensor]) -> list[np.ndarray]:
+    """Read several tensors with one wait per device: every fetch is posted before awaiting."""
+    waiters = [t.device.actor.fetch(t._id) if t._host is None else None for t in tensors]
+    results = []
+    for t, waiter in zip(tensors, waiters):
+        results.append(t._host if waiter is None else await waiter.wait_async())
+    return results
+
+
+__all__ = ["EarlyStopping", "Learner"]
