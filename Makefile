@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/demo.py
+	$(PY) examples/runtime_demo.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_demo_runs_and_matches_its_references():
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")],
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "runtime_demo.py")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "pi ≈" in result.stdout and "largest eigenvalue" in result.stdout

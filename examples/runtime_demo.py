@@ -7,7 +7,7 @@ and only ``await`` the numbers they print, so each task's waits let the
 other run. The script then reads the final results the blocking way, checks
 the eigenvalue against NumPy and prints each device actor's counters.
 
-Run: ``make demo`` (or ``python examples/demo.py``).
+Run: ``python examples/runtime_demo.py``.
 """
 
 from __future__ import annotations
