@@ -9,6 +9,8 @@ import numpy as np
 
 from ember import dtype as _dtype
 from ember.actors.ir import Receive
+from ember.autodiff.graph import no_record, record
+from ember.autodiff.rules import differentiable
 from ember.device import Device
 from ember.errors import DeviceError, DTypeError
 from ember.ops._core import call, make, next_id, resolve_device, user_site
@@ -38,6 +40,10 @@ def to(x: Tensor, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
     dtype). A device is a ``Device`` or a name (``"cpu:1"``); a dtype is an
     ember dtype, its name or a NumPy dtype. Returns ``x`` itself when nothing
     changes.
+
+    Gradients flow through float casts and through moves to an autodiff
+    device (back to ``x``'s device); a move to a device without tracking
+    gives a constant, as ``detach`` does.
     """
     if len(args) > 2:
         raise TypeError(f"to: expected at most a device and a dtype, got {len(args)} arguments")
@@ -77,12 +83,36 @@ def _transfer(x: Tensor, device: Device) -> Tensor:
     out = next_id()
     device.actor.submit(Receive(out, ticket, x.shape, x.dtype.name, user_site()),
                         x.numel() * x.dtype.itemsize)
-    return make(out, x.shape, x.dtype, device)
+    moved = make(out, x.shape, x.dtype, device)
+    if device.is_autodiff:
+        # Not submitted through ``call``: recorded here, so gradients travel back.
+        record("to", (x,), (x.device,), (moved,))
+    return moved
 
 
 def detach(x: Tensor) -> Tensor:
     """A new handle to the same values, outside any gradient graph."""
-    return call("alias", (x,), x.shape, x.dtype)
+    with no_record():
+        return call("alias", (x,), x.shape, x.dtype)
+
+
+# ----- gradients ------------------------------------------------------------------------
+
+
+@differentiable("cast", "alias", inputs=False)
+def _identity_backward(ctx: Any, grad: Tensor) -> tuple:
+    # A float-to-float cast passes the gradient back (the engine casts it to the input's
+    # dtype); casts to integers or bool are never tracked. An alias (a move between a
+    # device and its autodiff twin) is the identity.
+    return (grad,)
+
+
+@differentiable("to", inputs=False, compute_bound=True)
+def _to_backward(ctx: Any, grad: Tensor) -> tuple:
+    # The gradient goes back to the source device (attrs[0]). Compute-bound so that the
+    # moved tensor is kept under "balanced" checkpointing: recomputing it would mean
+    # another transfer, which ``call`` cannot submit.
+    return (grad.to(ctx.attrs[0]),)
 
 
 # ----- DLPack ---------------------------------------------------------------------------

@@ -14,12 +14,13 @@ converted to the compute dtype's kind: wrapped into int32 / int64, or a float).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable
+from ember.autodiff.rules import differentiable, not_differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError
 from ember.ops._core import broadcast_shapes, call, same_device
@@ -245,10 +246,43 @@ def where(cond: Tensor, a: Any, b: Any) -> Tensor:
 
 
 # ----- gradients ------------------------------------------------------------------------
+#
+# PyTorch's formulas (its derivatives.yaml), and its choices where a function has
+# no derivative. A binary op with a Python scalar has one tensor input, and
+# attrs is (compute dtype name, scalar, scalar_is_lhs). Gradients are skipped for
+# untracked inputs (constants), which the engine would drop anyway.
+
+_SQRT_HALF = math.sqrt(0.5)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_ONE_OVER_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_KAPPA = 0.044715
+
+not_differentiable("floordiv", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf",
+                   "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
+
+
+def _wants(ctx: Any, i: int) -> bool:
+    """Whether a gradient flows to tensor input ``i`` (it is tracked)."""
+    return ctx.node.parents[i] is not None
+
+
+def _scalar_operand(ctx: Any) -> tuple[bool | int | float, bool] | None:
+    """(scalar, scalar_is_lhs) for a binary op with a Python scalar, else None."""
+    return (ctx.attrs[1], ctx.attrs[2]) if len(ctx.input_shapes) == 1 else None
+
 
 @differentiable("add", inputs=False)
 def _add_backward(ctx: Any, grad: Tensor) -> tuple:
     return (grad,) if len(ctx.input_shapes) == 1 else (grad, grad)
+
+
+@differentiable("sub", inputs=False)
+def _sub_backward(ctx: Any, grad: Tensor) -> tuple:
+    scalar = _scalar_operand(ctx)
+    if scalar is not None:
+        return (-grad if scalar[1] else grad,)
+    return grad, -grad if _wants(ctx, 1) else None
 
 
 @differentiable("mul")
@@ -256,4 +290,225 @@ def _mul_backward(ctx: Any, grad: Tensor) -> tuple:
     if len(ctx.inputs) == 1:
         return (grad * ctx.attrs[1],)
     a, b = ctx.inputs
-    return grad * b, grad * a
+    return (grad * b if _wants(ctx, 0) else None), (grad * a if _wants(ctx, 1) else None)
+
+
+@differentiable("div")
+def _div_backward(ctx: Any, grad: Tensor) -> tuple:
+    # d(a / b) = da / b - db · (a / b) / b
+    scalar = _scalar_operand(ctx)
+    if scalar is not None:
+        value, is_lhs = scalar
+        if not is_lhs:
+            return (grad / value,)
+        (x,) = ctx.inputs
+        return (-grad * (value / x / x),)
+    a, b = ctx.inputs
+    return ((grad / b if _wants(ctx, 0) else None),
+            (-grad * (a / b / b) if _wants(ctx, 1) else None))
+
+
+@differentiable("remainder")
+def _remainder_backward(ctx: Any, grad: Tensor) -> tuple:
+    # a % b = a - floor(a / b) · b: 1 for a, -floor(a / b) for b (the floor is locally constant).
+    scalar = _scalar_operand(ctx)
+    if scalar is not None:
+        value, is_lhs = scalar
+        if not is_lhs:
+            return (grad,)
+        (x,) = ctx.inputs
+        return (-grad * binary("floordiv", value, x),)
+    a, b = ctx.inputs
+    return grad, (-grad * (a // b) if _wants(ctx, 1) else None)
+
+
+@differentiable("pow")
+def _pow_backward(ctx: Any, grad: Tensor) -> tuple:
+    """PyTorch's conventions: no gradient to the base where the exponent is 0; none to the
+    exponent where the base is 0 and the exponent >= 0.
+
+    The result (needed for the exponent's gradient only) is recomputed rather than kept:
+    ``x ** scalar``, by far the common form, needs only the base.
+    """
+    scalar = _scalar_operand(ctx)
+    if scalar is not None:
+        value, is_lhs = scalar
+        (x,) = ctx.inputs
+        if not is_lhs:  # x ** value
+            if value == 0:
+                from ember.ops.creation import zeros_like
+
+                return (zeros_like(grad),)
+            return (grad * (x ** (value - 1) * value),)
+        # value ** x: d/dx = value ** x · log(value)
+        result = binary("pow", value, x)
+        if value == 0:
+            return (grad * where(x >= 0, 0, result * -math.inf),)
+        return (grad * (result * (math.log(value) if value > 0 else math.nan)),)
+    # Both tensors, in the compute dtype (the kernel casts them so before computing).
+    a, b = (t.astype(ctx.dtype) for t in ctx.inputs)
+    grad_a = grad_b = None
+    if _wants(ctx, 0):
+        grad_a = where(b == 0, 0, grad * (b * a ** (b - 1)))
+    if _wants(ctx, 1):
+        grad_b = grad * where((a == 0) & (b >= 0), 0, (a ** b) * a.log())
+    return grad_a, grad_b
+
+
+def _share(op: str, grad: Tensor, mine: Any, other: Any) -> Tensor:
+    """The gradient ``mine`` gets from maximum / minimum: all where it wins, half on a tie."""
+    loses = mine < other if op == "maximum" else mine > other
+    return where(loses, 0, where(mine == other, grad / 2, grad))
+
+
+@differentiable("maximum", "minimum")
+def _extremum_backward(ctx: Any, grad: Tensor) -> tuple:
+    op = ctx.node.op
+    scalar = _scalar_operand(ctx)
+    if scalar is not None:
+        (x,) = ctx.inputs
+        return (_share(op, grad, x, scalar[0]),)
+    a, b = ctx.inputs
+    return ((_share(op, grad, a, b) if _wants(ctx, 0) else None),
+            (_share(op, grad, b, a) if _wants(ctx, 1) else None))
+
+
+@differentiable("neg", inputs=False)
+def _neg_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (-grad,)
+
+
+@differentiable("abs")
+def _abs_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * x.sign(),)  # sign(0) = 0: no gradient at the kink
+
+
+@differentiable("sign", "floor", "ceil", "round", inputs=False)
+def _step_backward(ctx: Any, grad: Tensor) -> tuple:
+    # Piecewise constant: a zero gradient (PyTorch's choice at the jumps too).
+    from ember.ops.creation import zeros_like
+
+    return (zeros_like(grad),)
+
+
+@differentiable("exp", inputs=False, output=True)
+def _exp_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (grad * ctx.output,)
+
+
+@differentiable("log")
+def _log_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad / x,)
+
+
+@differentiable("log1p")
+def _log1p_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad / (x + 1),)
+
+
+@differentiable("sqrt", inputs=False, output=True)
+def _sqrt_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (grad / (ctx.output * 2),)
+
+
+@differentiable("rsqrt", inputs=False, output=True)
+def _rsqrt_backward(ctx: Any, grad: Tensor) -> tuple:
+    # d(x^-1/2) = -1/2 x^-3/2 = -1/2 rsqrt(x)^3
+    return (grad * -0.5 * ctx.output ** 3,)
+
+
+@differentiable("sin")
+def _sin_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * x.cos(),)
+
+
+@differentiable("cos")
+def _cos_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * -x.sin(),)
+
+
+@differentiable("tanh", inputs=False, output=True)
+def _tanh_backward(ctx: Any, grad: Tensor) -> tuple:
+    y = ctx.output
+    return (grad * (1 - y * y),)
+
+
+@differentiable("sigmoid", inputs=False, output=True)
+def _sigmoid_backward(ctx: Any, grad: Tensor) -> tuple:
+    y = ctx.output
+    return (grad * (1 - y) * y,)
+
+
+@differentiable("relu", inputs=False, output=True)
+def _relu_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (where(ctx.output <= 0, 0, grad),)  # no gradient at 0, as PyTorch
+
+
+@differentiable("gelu")
+def _gelu_backward(ctx: Any, grad: Tensor) -> tuple:
+    # d(x·Φ(x)) = Φ(x) + x·φ(x)
+    (x,) = ctx.inputs
+    cdf = ((x * _SQRT_HALF).erf() + 1) * 0.5
+    pdf = (x * x * -0.5).exp() * _ONE_OVER_SQRT_2PI
+    return (grad * (cdf + x * pdf),)
+
+
+@differentiable("gelu_tanh")
+def _gelu_tanh_backward(ctx: Any, grad: Tensor) -> tuple:
+    # y = x/2 · (1 + tanh(u)), u = √(2/π)·(x + κx³)
+    (x,) = ctx.inputs
+    x_sq = x * x
+    t = ((x + x_sq * x * _GELU_KAPPA) * _SQRT_2_OVER_PI).tanh()
+    du = (x_sq * (3 * _GELU_KAPPA) + 1) * _SQRT_2_OVER_PI
+    return (grad * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * du),)
+
+
+@differentiable("silu")
+def _silu_backward(ctx: Any, grad: Tensor) -> tuple:
+    # d(x·σ(x)) = σ(x)·(1 + x·(1 - σ(x)))
+    (x,) = ctx.inputs
+    s = x.sigmoid()
+    return (grad * s * (x * (1 - s) + 1),)
+
+
+@differentiable("erf")
+def _erf_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * ((x * x).neg().exp() * _TWO_OVER_SQRT_PI),)
+
+
+@differentiable("reciprocal", inputs=False, output=True)
+def _reciprocal_backward(ctx: Any, grad: Tensor) -> tuple:
+    y = ctx.output
+    return (-grad * (y * y),)
+
+
+@differentiable("clamp")
+def _clamp_backward(ctx: Any, grad: Tensor) -> tuple:
+    # The gradient passes where min <= x <= max, both bounds included (PyTorch's subgradient).
+    # Tensor bounds are maximum / minimum ops, with their own rule.
+    (x,) = ctx.inputs
+    low, high = ctx.attrs
+    inside = None if low is None else x >= low
+    if high is not None:
+        inside = x <= high if inside is None else inside & (x <= high)
+    return (where(inside, grad, 0),)
+
+
+@differentiable("where")
+def _where_backward(ctx: Any, grad: Tensor) -> tuple:
+    # No gradient to the condition; each tensor branch gets it where it was chosen.
+    cond = ctx.inputs[0]
+    grads: list = [None]
+    for chosen, scalar in zip((True, False), ctx.attrs):
+        if scalar is None:  # this branch is a tensor input
+            if not _wants(ctx, len(grads)):
+                grads.append(None)
+            else:
+                grads.append(where(cond, grad, 0) if chosen else where(cond, 0, grad))
+    return tuple(grads)

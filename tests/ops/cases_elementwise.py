@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 from scipy import special
 
+from tests.ops.grad_harness import GradCase
 from tests.ops.harness import FLOAT_DTYPES, NP_DTYPES, Case, array, rng
 
 INT_DTYPES = ("int32", "int64")
@@ -519,3 +520,180 @@ def _where(cond, a, b):
     import ember as em
 
     return em.where(cond, a, b)
+
+
+# ----- gradients --------------------------------------------------------------------------
+#
+# Small float64 problems for the gradient harness (grad_harness.py). Most ember calls
+# are spelled as in torch, so a case's torch twin is its own ``fn`` unless given. Inputs
+# stay away from the points where a function has no derivative (kinks, jumps, bounds), where
+# finite differences cannot agree with any one convention; test_elementwise_grad.py pins
+# PyTorch's conventions there.
+
+GRAD_CASES: list[GradCase] = []
+_SAME = object()
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _grad(id: str, fn, inputs, torch_fn=_SAME, **kwargs) -> None:
+    GRAD_CASES.append(GradCase(id, fn, inputs, torch_fn=fn if torch_fn is _SAME else torch_fn,
+                               **kwargs))
+
+
+def _f64(shape, low=-2.0, high=2.0, salt=0) -> np.ndarray:
+    return array(shape, "float64", low, high, salt)
+
+
+def _away_from_integers(x: np.ndarray) -> np.ndarray:
+    """``x`` moved to the middle of its unit interval where it is near an integer or a half."""
+    frac = x - np.floor(x)
+    near = (np.abs(frac - np.round(frac * 2) / 2) < 0.05)
+    return np.where(near, np.floor(x) + 0.25, x)
+
+
+# Binary operators: both tensors (same shape, broadcast both ways, 0-d), scalars on either side.
+_GRAD_LAYOUTS = [("same", (3, 4), (3, 4)), ("broadcast", (3, 4), (4,)),
+                 ("outer", (2, 1, 3), (4, 1)), ("zerodim_rhs", (2, 3), ()),
+                 ("zerodim_lhs", (), (2, 3))]
+
+
+def _grad_operands(op: str, shape_a, shape_b, salt: int):
+    if op in ("div", "remainder"):
+        return _f64(shape_a, -3, 3, salt), nonzero(shape_b, "float64", salt)
+    if op == "pow":
+        return _f64(shape_a, 0.25, 2.0, salt), _f64(shape_b, -2.0, 2.0, salt + 1)
+    return _f64(shape_a, salt=salt), _f64(shape_b, salt=salt + 1)
+
+
+for _op in ("add", "sub", "mul", "div", "remainder", "pow"):
+    _fn = OPERATORS[_op][0]
+    for _i, (_layout, _sa, _sb) in enumerate(_GRAD_LAYOUTS):
+        _grad(f"{_op}/{_layout}", _fn, list(_grad_operands(_op, _sa, _sb, _i)))
+    _x = _grad_operands(_op, (2, 3), (2, 3), 9)
+    _grad(f"{_op}/scalar_rhs", lambda a, f=_fn: f(a, 1.75), [_x[0]])
+    _divisor = _x[1] if _op != "pow" else _f64((2, 3), -2.0, 2.0, 10)
+    _grad(f"{_op}/scalar_lhs", lambda b, f=_fn: f(2.5, b), [_divisor],
+          # torch has no gradient for scalar % tensor: its tensor % tensor twin has one.
+          torch_fn=(lambda b: _torch().tensor(2.5, dtype=b.dtype) % b) if _op == "remainder"
+          else _SAME)
+    _grad(f"{_op}/one_tracked", _fn, list(_grad_operands(_op, (3, 4), (4,), 11)), wrt=[1])
+
+_grad("pow/integer_exponent_negative_base", lambda x: x ** 3, [_f64((2, 3))])
+_grad("pow/square", lambda x: x ** 2, [_f64((3, 4))])
+_grad("pow/zero_exponent", lambda x: x ** 0, [_f64((2, 3))])
+_grad("pow/sqrt_exponent", lambda x: x.pow(0.5), [_f64((2, 3), 0.25, 3)])
+_grad("pow/negative_exponent", lambda x: x ** -1.5, [_f64((2, 3), 0.25, 3)])
+_grad("pow/zero_base_scalar", lambda x: 0.0 ** x, [_f64((2, 3), 0.5, 2)])
+_grad("pow/negative_base_tensor_exponent", lambda a, b: a ** b,
+      [_f64((2, 3), -2, 2), np.array([1.0, 2.0, 3.0])],
+      wrt=[0])  # negative bases: the exponent's gradient is NaN there (log), so only the base
+
+# Mixed dtypes: float32 operands round, so finite differences take a larger step.
+_grad("mul/mixed_float32", lambda a, b: a.float() * b, [_f64((3, 4)), _f64((4,), salt=1)],
+      eps=1e-2, rtol=1e-4, atol=1e-5)
+_grad("div/mixed_float32_zerodim", lambda a, b: a / b.float(),
+      [_f64((2, 3)), np.array(1.375)], eps=1e-2, rtol=1e-4, atol=1e-5)
+
+# maximum / minimum: ties split the gradient (central differences agree: half on each side).
+for _name in ("maximum", "minimum"):
+    _call = (lambda a, b: a.maximum(b)) if _name == "maximum" else (lambda a, b: a.minimum(b))
+    _grad(f"{_name}/broadcast", _call, [_f64((3, 4), salt=1), _f64((4,), salt=2)])
+    _grad(f"{_name}/ties", _call, [np.array([1.0, 2.0, -3.0, 4.0, 0.5, -1.0]),
+                                   np.array([1.0, 0.0, -3.0, 5.0, 0.5, 2.0])])
+    _grad(f"{_name}/same_tensor", lambda a, f=_call: f(a, a), [_f64((2, 3))])
+    _grad(f"{_name}/scalar", lambda a, f=_call: f(a, 0.5), [_f64((3, 4), salt=3)],
+          torch_fn=lambda a, f=_call: f(a, _torch().tensor(0.5, dtype=a.dtype)))
+
+# Unary functions: (ember call, torch twin or _SAME, input range).
+_GRAD_UNARY = {
+    "neg": (lambda x: -x, _SAME, (-2, 2)),
+    "abs": (lambda x: abs(x), _SAME, (-2, 2)),
+    "exp": (lambda x: x.exp(), _SAME, (-2, 2)),
+    "log": (lambda x: x.log(), _SAME, (0.2, 3)),
+    "log1p": (lambda x: x.log1p(), _SAME, (-0.5, 3)),
+    "sqrt": (lambda x: x.sqrt(), _SAME, (0.2, 3)),
+    "rsqrt": (lambda x: x.rsqrt(), _SAME, (0.2, 3)),
+    "sin": (lambda x: x.sin(), _SAME, (-3, 3)),
+    "cos": (lambda x: x.cos(), _SAME, (-3, 3)),
+    "tanh": (lambda x: x.tanh(), _SAME, (-2, 2)),
+    "sigmoid": (lambda x: x.sigmoid(), _SAME, (-4, 4)),
+    "relu": (lambda x: x.relu(), _SAME, (-2, 2)),
+    "gelu": (lambda x: x.gelu(), lambda x: _torch().nn.functional.gelu(x), (-3, 3)),
+    "gelu_tanh": (lambda x: x.gelu(approximate="tanh"),
+                  lambda x: _torch().nn.functional.gelu(x, approximate="tanh"), (-3, 3)),
+    "silu": (lambda x: x.silu(), lambda x: _torch().nn.functional.silu(x), (-4, 4)),
+    "erf": (lambda x: x.erf(), _SAME, (-2, 2)),
+    "reciprocal": (lambda x: x.reciprocal(), _SAME, (0.3, 3)),
+    "sign": (lambda x: x.sign(), _SAME, (-2, 2)),
+    "floor": (lambda x: x.floor(), _SAME, (-3, 3)),
+    "ceil": (lambda x: x.ceil(), _SAME, (-3, 3)),
+    "round": (lambda x: x.round(), _SAME, (-3, 3)),
+    "round_decimals": (lambda x: x.round(decimals=1), _SAME, (-3, 3)),
+}
+for _name, (_fn, _twin, (_low, _high)) in _GRAD_UNARY.items():
+    for _shape in ((3, 4), ()):
+        _x = _f64(_shape, _low, _high, 5)
+        if _name in ("floor", "ceil", "round"):
+            _x = _away_from_integers(_x)
+        elif _name == "round_decimals":
+            _x = np.asarray(_away_from_integers(_x * 10) / 10)
+        _grad(f"{_name}/{'x'.join(map(str, _shape)) or 'scalar'}", _fn, [_x], torch_fn=_twin)
+    # A function of a function, so the incoming gradient is not the plain cotangent.
+    _grad(f"{_name}/chained", lambda x, f=_fn: f(x * 0.5 + 0.25) * x,
+          [_f64((2, 3), max(_low, 0.1) if _name in ("log", "sqrt", "rsqrt", "reciprocal")
+                else _low, _high, 6)],
+          torch_fn=_SAME if _twin is _SAME else lambda x, f=_twin: f(x * 0.5 + 0.25) * x)
+
+# clamp: scalar bounds (inclusive), one bound, min > max, and tensor bounds (maximum / minimum).
+_cx = _f64((3, 4), -3, 3, 7)
+_grad("clamp/both", lambda x: x.clamp(-1.0, 1.5), [_cx])
+_grad("clamp/min", lambda x: x.clamp(min=-0.5), [_cx])
+_grad("clamp/max", lambda x: x.clamp(max=0.5), [_cx])
+_grad("clamp/min_above_max", lambda x: x.clamp(2.0, -1.0), [_cx])
+_grad("clamp/tensor_bounds", lambda x, lo, hi: x.clamp(lo, hi),
+      [_cx, _f64((4,), -2, -0.5, 8), _f64((3, 1), 0.5, 2, 9)])
+_grad("clamp/tensor_min_scalar_max", lambda x, lo: x.clamp(lo, 1.0),
+      [_cx, _f64((4,), -2, -0.5, 8)],
+      torch_fn=lambda x, lo: x.clamp(lo, _torch().tensor(1.0, dtype=x.dtype)))
+
+# where: gradient to the chosen branch only, summed over broadcast dims; none to the condition.
+_wc = array((3, 4), "bool", salt=11)
+_grad("where/tensors", lambda c, a, b: _where(c, a, b), [_wc, _f64((3, 4), salt=1),
+                                                          _f64((4,), salt=2)],
+      torch_fn=lambda c, a, b: _torch().where(c, a, b))
+_grad("where/broadcast_cond", lambda c, a, b: _where(c, a, b),
+      [array((3, 1), "bool", salt=3), _f64((4,), salt=4), _f64((3, 4), salt=5)],
+      torch_fn=lambda c, a, b: _torch().where(c, a, b))
+_grad("where/scalar_b", lambda c, a: _where(c, a, 0.0), [_wc, _f64((3, 4), salt=6)],
+      torch_fn=lambda c, a: _torch().where(c, a, 0.0))
+_grad("where/scalar_a", lambda c, b: _where(c, 1.5, b), [_wc, _f64((1, 4), salt=7)],
+      torch_fn=lambda c, b: _torch().where(c, 1.5, b))
+_grad("where/same_tensor", lambda x: _where(x > 0, x, x * 2), [_f64((3, 4), salt=8)],
+      torch_fn=lambda x: _torch().where(x > 0, x, x * 2))
+
+# Repeated use of one tensor: the engine accumulates its gradients.
+_rx = _f64((2, 3), 0.3, 2, 12)
+_grad("mul/same_tensor", lambda x: x * x, [_rx])
+_grad("sub/same_tensor", lambda x: x - x * x, [_rx])
+_grad("div/same_tensor", lambda x: (x + 1) / x, [_rx])
+_grad("pow/same_tensor", lambda x: x ** x, [_rx])
+_grad("exp/same_tensor", lambda x: x * x.exp() + x.sin() * x.cos(), [_rx])
+_grad("chain/broadcast_reuse", lambda x, y: (x * y).tanh() + x.sigmoid() * y,
+      [_f64((3, 1), salt=13), _f64((4,), salt=14)])
+
+# floordiv has no gradient (torch: not implemented); the other path still carries one.
+_grad("floordiv/untracked_path", lambda x: x // 0.7 + x * 2, [_away_from_integers(_rx / 0.7) * 0.7],
+      torch_fn=lambda x: _torch().floor_divide(x.detach(), 0.7) + x * 2)
+
+# Casts: float -> float carries the gradient (rounded through float32 on the way back).
+_grad("cast/float32_roundtrip", lambda x: x.float().double() * 3, [_f64((2, 3))],
+      eps=1e-2, rtol=1e-4, atol=1e-5)
+_grad("cast/float32_output", lambda x: (x.float() * 2 + 1) * 3, [_f64((2, 3))],
+      eps=1e-2, rtol=1e-3, atol=1e-4)  # exact float32 ops: torch agrees to the last bit
+_grad("cast/float32_product", lambda x: (x.float() * 2 + 1).double() * x, [_f64((2, 3))],
+      eps=1e-2, rtol=1e-4, atol=1e-5)
