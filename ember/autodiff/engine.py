@@ -40,6 +40,11 @@ class Gradients:
         """The gradient tensors, in the order their leaves were created."""
         return [g for _, g in sorted(self._by_node.items(), key=lambda kv: kv[0].seq)]
 
+    def map(self, fn: Any) -> Gradients:
+        """Replace every gradient ``g`` by ``fn(g)``, in place (gradient clipping); returns self."""
+        self._by_node = {node: fn(g) for node, g in self._by_node.items()}
+        return self
+
     def __repr__(self) -> str:
         return f"Gradients({len(self)} tensors)"
 
@@ -65,6 +70,9 @@ class _Recompute:
         return self._recompute(saved) if isinstance(saved, Node) else saved
 
     def _recompute(self, node: Node) -> Any:
+        if node.saved_inputs is None and node.op != SELECT:
+            raise EmberError(f"{node.op}: its backward rule reads the output, which it did not "
+                             f"declare (differentiable(..., output=True))")
         if node.op == SELECT:
             return self._recompute(node.parents[0])[node.attrs[0]]
         value = self._memo.get(node)
@@ -164,6 +172,10 @@ def _check_seed(root: Any, grad: Any) -> None:
     if grad.shape != root.shape:
         raise ShapeError(f"backward: grad of shape {grad.shape} does not match the output's "
                          f"shape {root.shape}")
+    if grad.device.name != root.device.name:
+        from ember.errors import DeviceError
+
+        raise DeviceError(f"backward: grad is on {grad.device}, the output on {root.device}")
 
 
 def _fit(grad: Any, shape: tuple, dtype: Any) -> Any:

@@ -90,6 +90,11 @@ class BackwardContext:
         return self.node.dtype
 
     @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        """Per tensor input: whether a gradient flows to it (it is tracked)."""
+        return tuple(p is not None for p in self.node.parents)
+
+    @property
     def inputs(self) -> tuple:
         if self._inputs is None:
             self._inputs = self._materialize.inputs(self.node)
