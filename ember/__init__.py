@@ -35,6 +35,7 @@ from ember.ops.creation import (
 )
 from ember.ops.elementwise import where
 from ember.ops.shape import cat, stack
+from ember.record import load, load_safetensors, save, save_safetensors
 from ember.runtime import run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
 
@@ -50,4 +51,5 @@ __all__ = [
     "zeros_like",
     "cat", "stack", "where",
     "run", "stats", "sync", "sync_async", "trace",
+    "load", "load_safetensors", "save", "save_safetensors",
 ]
