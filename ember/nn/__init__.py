@@ -14,3 +14,15 @@ __all__ = [
     "Buffer", "Config", "F", "GELU", "Linear", "Module", "Param", "ReLU", "Sequential", "SiLU",
     "Tanh", "functional", "init",
 ]
+from ember.nn.layers.attention import MultiHeadAttention
+from ember.nn.layers.dropout import Dropout
+from ember.nn.layers.embedding import Embedding
+from ember.nn.layers.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+from ember.nn.layers.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from ember.nn.layers.transformer import TransformerEncoderLayer
+
+__all__ += [
+    "BatchNorm1d", "BatchNorm2d", "Dropout", "Embedding", "GRU", "GRUCell", "GroupNorm", "LSTM",
+    "LSTMCell", "LayerNorm", "MultiHeadAttention", "RMSNorm", "RNN", "RNNCell",
+    "TransformerEncoderLayer",
+]

@@ -4,3 +4,10 @@ from ember.nn.functional.activations import gelu, relu, silu, log_softmax, softm
 from ember.nn.functional.linear import linear
 
 __all__ = ["gelu", "linear", "log_softmax", "relu", "silu", "softmax"]
+from ember.nn.functional.attention import scaled_dot_product_attention
+from ember.nn.functional.dropout import dropout
+from ember.nn.functional.embedding import embedding
+from ember.nn.functional.normalization import batch_norm, group_norm, layer_norm, rms_norm
+
+__all__ += ["batch_norm", "dropout", "embedding", "group_norm", "layer_norm", "rms_norm",
+            "scaled_dot_product_attention"]

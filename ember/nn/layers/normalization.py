@@ -1,0 +1,251 @@
+"""Normalization layers: LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, GroupNorm.
+
+Parameters, buffers, names and defaults are PyTorch's, so its state dicts load
+unchanged. Each layer delegates to its form in ``nn.functional``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.errors import ShapeError
+from ember.nn.functional import normalization as F
+from ember.nn.module import Module
+from ember.nn.param import Buffer, Param
+from ember.ops._core import resolve_device
+from ember.ops.creation import full, ones, ones_like, zeros, zeros_like
+from ember.tensor import Tensor
+
+
+def _value(slot: Param | None) -> Tensor | None:
+    return None if slot is None else slot.value
+
+
+class LayerNorm(Module):
+    """Layer normalization (Ba et al., 2016) over the trailing ``normalized_shape`` dims.
+
+    y = (x - E[x]) / sqrt(Var[x] + eps) · γ + β, with mean and biased variance
+    over the last ``len(normalized_shape)`` dims of each sample; γ starts at 1
+    and β at 0.
+
+    Args:
+        normalized_shape: an int or a tuple: the trailing dims to normalize.
+        eps: added to the variance. Default 1e-5.
+        elementwise_affine: learn γ (``weight``) and β (``bias``). Default True.
+        bias: learn β as well (with ``elementwise_affine``). Default True.
+        device, dtype: where and in what type the parameters live.
+
+    Shape: (*, *normalized_shape) → the same.
+
+    Example:
+        >>> ln = nn.LayerNorm(16)
+        >>> ln(em.randn(4, 10, 16)).shape
+        (4, 10, 16)
+    """
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.normalized_shape = F._as_shape(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        device = resolve_device(device)
+        shape = self.normalized_shape
+        self.weight = Param(ones(shape, dtype=dtype, device=device)) if elementwise_affine else None
+        self.bias = (Param(zeros(shape, dtype=dtype, device=device))
+                     if elementwise_affine and bias else None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, _value(self.weight), _value(self.bias),
+                            self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalization (Zhang & Sennrich, 2019).
+
+    y = x / sqrt(mean(x²) + eps) · γ over the trailing ``normalized_shape``
+    dims; γ starts at 1.
+
+    Args:
+        normalized_shape: an int or a tuple: the trailing dims to normalize.
+        eps: added to the mean square. Default None: the machine epsilon of
+            the input's dtype, as PyTorch.
+        elementwise_affine: learn γ (``weight``). Default True.
+        device, dtype: where and in what type the parameters live.
+
+    Shape: (*, *normalized_shape) → the same.
+
+    Example:
+        >>> nn.RMSNorm(16)(em.randn(4, 16)).shape
+        (4, 16)
+    """
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
+                 elementwise_affine: bool = True, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.normalized_shape = F._as_shape(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        device = resolve_device(device)
+        self.weight = (Param(ones(self.normalized_shape, dtype=dtype, device=device))
+                       if elementwise_affine else None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, _value(self.weight), self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class _BatchNorm(Module):
+    """Shared by ``BatchNorm1d`` and ``BatchNorm2d``; subclasses name the input ranks."""
+
+    _ranks: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        device = resolve_device(device)
+        c = (num_features,)
+        self.weight = Param(ones(c, dtype=dtype, device=device)) if affine else None
+        self.bias = Param(zeros(c, dtype=dtype, device=device)) if affine else None
+        if track_running_stats:
+            self.running_mean = Buffer(zeros(c, dtype=dtype, device=device))
+            self.running_var = Buffer(ones(c, dtype=dtype, device=device))
+            self.num_batches_tracked = Buffer(full((), 0, dtype="int64", device=device))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1, no batches seen."""
+        if self.track_running_stats:
+            self.running_mean.value = zeros_like(self.running_mean.value)
+            self.running_var.value = ones_like(self.running_var.value)
+            self.num_batches_tracked.value = zeros_like(self.num_batches_tracked.value)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self._ranks:
+            ranks = " or ".join(f"{r}D" for r in self._ranks)
+            raise ShapeError(f"{type(self).__name__}: expected {ranks} input, got shape {x.shape}")
+        if x.shape[1] != self.num_features:
+            raise ShapeError(f"{type(self).__name__}: expected {self.num_features} channels "
+                             f"(dim 1), got input of shape {x.shape}")
+        momentum: Any = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            count = self.num_batches_tracked.value + 1
+            self.num_batches_tracked.value = count
+            if self.momentum is None:  # a cumulative average: 1 / batches seen, kept on device
+                momentum = 1.0 / count.astype(self.running_mean.dtype)
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(x, self.running_mean if track else None,
+                            self.running_var if track else None, _value(self.weight),
+                            _value(self.bias), use_batch, momentum, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization (Ioffe & Szegedy, 2015) of (N, C) or (N, C, L) inputs.
+
+    As ``BatchNorm2d``, with statistics per channel over N (and L).
+
+    Shape: (N, C) or (N, C, L) → the same.
+    """
+
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization (Ioffe & Szegedy, 2015) of (N, C, H, W) inputs.
+
+    y = (x - E[x]) / sqrt(Var[x] + eps) · γ + β per channel. In training the
+    batch's mean and biased variance normalize, and the running statistics
+    move towards the batch's — running = (1 - momentum) · running +
+    momentum · batch, with the unbiased variance for ``running_var`` — while
+    ``num_batches_tracked`` counts the batches. In eval the running statistics
+    normalize. The buffers are updated by swapping in new values.
+
+    Args:
+        num_features: C, the number of channels.
+        eps: added to the variance. Default 1e-5.
+        momentum: the running-average factor; None for a cumulative average
+            (1 / batches seen). Default 0.1.
+        affine: learn γ (``weight``, starts at 1) and β (``bias``, starts at 0).
+            Default True.
+        track_running_stats: keep ``running_mean``, ``running_var`` and
+            ``num_batches_tracked`` buffers; without them batch statistics are
+            used in eval too. Default True.
+        device, dtype: where and in what type the parameters and buffers live.
+
+    Shape: (N, C, H, W) → the same.
+
+    Example:
+        >>> bn = nn.BatchNorm2d(8)
+        >>> y = bn(em.randn(4, 8, 5, 5))     # training: batch statistics, buffers updated
+        >>> y = bn.eval()(em.randn(1, 8, 5, 5))  # eval: running statistics
+    """
+
+    _ranks = (4,)
+
+
+class GroupNorm(Module):
+    """Group normalization (Wu & He, 2018).
+
+    The C channels split into ``num_groups`` groups; each sample's group is
+    normalized with its mean and biased variance, then scaled and shifted per
+    channel by γ (starts at 1) and β (starts at 0).
+
+    Args:
+        num_groups: the number of groups; must divide ``num_channels``.
+        num_channels: C.
+        eps: added to the variance. Default 1e-5.
+        affine: learn γ (``weight``) and β (``bias``). Default True.
+        device, dtype: where and in what type the parameters live.
+
+    Shape: (N, C, *) → the same.
+
+    Raises:
+        ValueError: ``num_channels`` not divisible by ``num_groups``.
+
+    Example:
+        >>> nn.GroupNorm(2, 6)(em.randn(3, 6, 4, 4)).shape
+        (3, 6, 4, 4)
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, *, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                             f"num_groups ({num_groups})")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        device = resolve_device(device)
+        c = (num_channels,)
+        self.weight = Param(ones(c, dtype=dtype, device=device)) if affine else None
+        self.bias = Param(zeros(c, dtype=dtype, device=device)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.group_norm(x, self.num_groups, _value(self.weight), _value(self.bias), self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
