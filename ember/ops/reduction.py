@@ -6,13 +6,20 @@ logsumexp computes integers and bools in the default float; any and all
 give bool; argmax and argmin give int64. A reduction over no elements gives
 its identity (sum 0, prod 1, any False, all True, logsumexp -inf; mean, var
 and std nan), except max, min, argmax and argmin, which have none and raise.
+
+Gradients are PyTorch's (rules at the end): prod's needs no division by zero,
+and max / min split a slice's gradient evenly among its tied extremes, as
+``torch.amax`` does (ember's ``max(dim)`` returns no indices to pick one by).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
+from typing import Any
 
 from ember import dtype as _dtype
+from ember.autodiff.rules import differentiable, not_differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError, ShapeError
 from ember.ops._core import call, normalize_dim, normalize_dims
@@ -221,3 +228,127 @@ def cumsum(x: Tensor, dim: int) -> Tensor:
     """
     axis = normalize_dim("cumsum", dim, x.ndim)
     return call("cumsum", (x,), x.shape, _widen_integers("cumsum", x.dtype), (axis,))
+
+
+# ----- gradients --------------------------------------------------------------------------
+#
+# Every rule first gives the output's gradient back the reduced dims (size 1), so that it
+# broadcasts against the input; ``_spread`` then stretches it over the input's shape where
+# the rule needs the full shape. The engine casts each gradient to its input's dtype.
+
+not_differentiable("any", "all", "argmax", "argmin")
+
+
+def _restore_dims(ctx: Any, t: Tensor) -> Tensor:
+    """``t`` (of the reduced shape) with the reduced dims back as size 1 (keepdim's shape)."""
+    dims, keepdim = ctx.attrs[0], ctx.attrs[1]
+    shape = _reduced_shape(ctx.input_shapes[0], dims, True)
+    return t if keepdim or t.shape == shape else t.reshape(shape)
+
+
+def _spread(ctx: Any, grad: Tensor) -> Tensor:
+    return _restore_dims(ctx, grad).expand(*ctx.input_shapes[0])
+
+
+def _count(ctx: Any) -> int:
+    """The number of input elements reduced into each output element."""
+    shape = ctx.input_shapes[0]
+    return math.prod(shape[d] for d in ctx.attrs[0])
+
+
+@differentiable("sum", inputs=False, compute_bound=True)
+def _sum_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (_spread(ctx, grad),)
+
+
+@differentiable("mean", inputs=False, compute_bound=True)
+def _mean_backward(ctx: Any, grad: Tensor) -> tuple:
+    # No elements: the input's gradient is empty, so the count of 0 is never divided by.
+    return (_spread(ctx, grad) / max(_count(ctx), 1),)
+
+
+@differentiable("prod", compute_bound=True)
+def _prod_backward(ctx: Any, grad: Tensor) -> tuple:
+    """∂prod/∂x_i = the product of the slice's other elements, computed without dividing by 0.
+
+    With ``p`` the product of a slice's nonzero elements and ``z`` its count of
+    zeros: a nonzero ``x_i`` gets ``p / x_i`` when ``z == 0`` (else 0), a zero
+    gets ``p`` when it is the only one (``z == 1``, else 0). Both read
+    ``p / where(x == 0, 1, x)`` kept where ``z`` equals ``x_i``'s own zero count.
+    PyTorch's values; where it divides the product by ``x_i`` this divides the
+    product of the nonzero elements, the same number.
+    """
+    (x,) = ctx.inputs
+    dims = ctx.attrs[0]
+    zero = x == 0
+    nonzero = x.masked_fill(zero, 1)
+    product = nonzero.prod(dims, keepdim=True)
+    zeros = zero.sum(dims, keepdim=True)
+    others = (product / nonzero).masked_fill(zeros != zero.astype(_dtype.int64), 0)
+    return (_restore_dims(ctx, grad) * others,)
+
+
+@differentiable("max", "min", output=True, compute_bound=True)
+def _extreme_backward(ctx: Any, grad: Tensor) -> tuple:
+    """The gradient splits evenly among the elements equal to the slice's max (min).
+
+    This is ``torch.amax`` / ``amin`` (and full ``torch.max()``); ``torch.max(x, dim)``
+    instead sends it all to the one index it returns. ember's ``max(dim)`` returns
+    values only, so it follows amax: ties are symmetric, as the values are.
+    A NaN slice gives NaN gradients (no element equals it), as in PyTorch.
+    """
+    (x,) = ctx.inputs
+    dims = ctx.attrs[0]
+    hit = (x == _restore_dims(ctx, ctx.output)).astype(x.dtype)
+    count = hit.sum(dims, keepdim=True)
+    return ((_restore_dims(ctx, grad) / count) * hit,)
+
+
+def _var_backward(ctx: Any, grad: Tensor, x: Tensor) -> Tensor:
+    """``2 (x - mean) / (N - correction)`` times the (dims-restored) gradient.
+
+    With ``N - correction <= 0`` the forward is ``inf`` (``nan`` for a constant
+    slice), constant in ``x``: the gradient is ``inf`` times the gradient, or
+    ``nan`` where ``x`` equals the mean. This is PyTorch's full-reduction rule,
+    kept for every ``dim`` (PyTorch's per-dim rule divides by the negative count).
+    """
+    dims = ctx.attrs[0]
+    centered = x - x.mean(dims, keepdim=True)
+    dof = _count(ctx) - ctx.attrs[2]
+    if dof <= 0:
+        from ember.ops.elementwise import where
+
+        return _restore_dims(ctx, grad) * where(centered == 0, math.nan, math.inf)
+    return (2.0 / dof) * _restore_dims(ctx, grad) * centered
+
+
+@differentiable("var", compute_bound=True)
+def _variance_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (_var_backward(ctx, grad, ctx.inputs[0]),)
+
+
+@differentiable("std", output=True, compute_bound=True)
+def _std_backward(ctx: Any, grad: Tensor) -> tuple:
+    # d std = d var / (2 std); a zero std (a constant slice) gives 0, as in PyTorch.
+    std = ctx.output
+    return (_var_backward(ctx, (grad / (2 * std)).masked_fill(std == 0, 0), ctx.inputs[0]),)
+
+
+@differentiable("logsumexp", output=True, compute_bound=True)
+def _logsumexp_backward(ctx: Any, grad: Tensor) -> tuple:
+    # softmax(x) = exp(x - logsumexp(x)): never overflows, since x <= logsumexp(x).
+    (x,) = ctx.inputs
+    return (_restore_dims(ctx, grad) * (x - _restore_dims(ctx, ctx.output)).exp(),)
+
+
+@differentiable("cumsum", inputs=False, compute_bound=True)
+def _cumsum_backward(ctx: Any, grad: Tensor) -> tuple:
+    """The reversed running sum: ``∂L/∂x_j = Σ_{i ≥ j} ∂L/∂out_i``."""
+    (axis,) = ctx.attrs
+    size = grad.shape[axis] if grad.ndim else 1
+    if size <= 1:
+        return (grad,)
+    from ember.ops.creation import arange
+
+    reverse = arange(size - 1, -1, -1, device=grad.device)
+    return (grad.index_select(axis, reverse).cumsum(axis).index_select(axis, reverse),)

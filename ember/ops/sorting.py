@@ -8,8 +8,10 @@ largest value, as in PyTorch. Indices are int64.
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 from ember import dtype as _dtype
+from ember.autodiff.rules import differentiable, not_differentiable
 from ember.errors import ShapeError
 from ember.ops._core import call, multi_call, normalize_dim
 from ember.tensor import Tensor
@@ -102,3 +104,37 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True,
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:] if x.ndim else ()
     return multi_call("topk", (x,), (shape, shape), (x.dtype, _dtype.int64),
                       (k, axis, bool(largest)))
+
+
+# ----- gradients --------------------------------------------------------------------------
+
+not_differentiable("argsort")
+
+
+def _scatter_back(ctx: Any, grads: tuple, axis: int) -> tuple:
+    """The values' gradient goes back to the positions the indices name; the indices have none.
+
+    Each lane's indices are distinct, so scattering them into zeros puts every
+    gradient back where its value came from (elsewhere, for topk, 0), as
+    PyTorch's ``value_selecting_reduction_backward`` does.
+    """
+    grad = grads[0]
+    if grad is None:
+        return (None,)
+    if not ctx.input_shapes[0]:
+        # A 0-d tensor: sort and topk are its identity (topk with k=0 too: it stays 0-d).
+        return (grad,)
+    from ember.ops.creation import zeros
+
+    base = zeros(ctx.input_shapes[0], dtype=grad.dtype, device=grad.device)
+    return (base.scatter_add(axis, ctx.output[1], grad),)
+
+
+@differentiable("sort", inputs=False, output=True, compute_bound=True)
+def _sort_backward(ctx: Any, grads: tuple) -> tuple:
+    return _scatter_back(ctx, grads, ctx.attrs[0])
+
+
+@differentiable("topk", inputs=False, output=True, compute_bound=True)
+def _topk_backward(ctx: Any, grads: tuple) -> tuple:
+    return _scatter_back(ctx, grads, ctx.attrs[1])

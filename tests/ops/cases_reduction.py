@@ -15,6 +15,7 @@ import zlib
 
 import numpy as np
 
+from tests.ops.grad_harness import GradCase
 from tests.ops.harness import FLOAT_DTYPES, NP_DTYPES, SHAPES, Case, rng
 
 ALL_DTYPES = (*FLOAT_DTYPES, "int32", "int64", "bool")
@@ -285,3 +286,154 @@ for _dtype in FLOAT_DTYPES:
     _a[1, 2] = np.inf
     add_cumsum(_a, 1, "nan")
 add_cumsum(np.full((5,), 2**31 - 1, np.int32), 0, "widen")
+
+
+# ----- gradients --------------------------------------------------------------------------
+# Small float64 problems for the gradient harness (test_gradients.py): every differentiable
+# reduction x shape x dim variant x keepdim, checked against finite differences of the ember
+# forward and against torch.autograd. Random inputs have no ties, so max / min are smooth
+# there; ties (and other points where finite differences are ill-defined: constant slices
+# for std, all -inf slices for logsumexp) are checked against torch only, in
+# test_reduction_grad_ties.py.
+
+GRAD_CASES: list[GradCase] = []
+
+GRAD_REDUCTIONS = ("sum", "mean", "prod", "max", "min", "var", "std", "logsumexp")
+
+# (shape, dims): a full sweep of dims on the 3-d and 2-d shapes, fewer on the edge shapes
+# (0-d, one element, size-1 dims, an empty dim).
+GRAD_SHAPES = [
+    ((2, 3, 4), DIMS[3]),
+    ((3, 4), DIMS[2]),
+    ((), [None, -1]),
+    ((1,), [None, 0]),
+    ((5,), [0, (-1,)]),
+    ((1, 3, 1), [None, 0, 1, (0, 2), -1]),
+    ((2, 0, 3), [None, 1, 0, (0, 2)]),
+]
+
+
+def _torch_dims(dim, ndim: int):
+    """``dim`` for torch's amax / logsumexp, which take no None: every dim."""
+    return tuple(range(ndim)) if dim is None or dim == () else dim
+
+
+def _torch_prod(x, dim, keepdim: bool):
+    """torch.prod takes one int dim: reduce the named dims one at a time."""
+    if dim is None or dim == () or x.ndim == 0:
+        out = x.prod()
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    dims = sorted({d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}, reverse=True)
+    for d in dims:
+        x = x.prod(d, keepdim=True)
+    return x if keepdim else x.squeeze(tuple(dims)) if dims else x
+
+
+def torch_reduction(op: str, dim, keepdim: bool, correction: float = 1):
+    def fn(x):
+        import torch
+
+        if op in ("sum", "mean"):
+            return getattr(x, op)(dim=dim, keepdim=keepdim)
+        if op == "prod":
+            return _torch_prod(x, dim, keepdim)
+        if op in ("max", "min"):
+            # torch.amax's even split among ties, which ember's max(dim) follows (values only).
+            return getattr(torch, "a" + op)(x, dim=_torch_dims(dim, x.ndim), keepdim=keepdim)
+        if op in ("var", "std"):
+            # dim=() means every dim in torch's forward, but its backward counts no
+            # elements (N = 1) and returns inf: pass None, which both read alike.
+            dim_ = None if dim == () else dim
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "degrees of freedom is <= 0"
+                return getattr(torch, op)(x, dim=dim_, keepdim=keepdim, correction=correction)
+        return torch.logsumexp(x, dim=_torch_dims(dim, x.ndim), keepdim=keepdim)
+
+    return fn
+
+
+def add_grad(op: str, a: np.ndarray, dim, keepdim: bool, label: str, correction: float = 1,
+             **tolerances) -> None:
+    extra = f"/correction={correction}" if op in ("var", "std") and correction != 1 else ""
+    GRAD_CASES.append(GradCase(
+        f"{op}/{label}/{a.shape}/dim={dim}/keepdim={keepdim}{extra}",
+        reduction_fn(op, dim, keepdim, correction), [a],
+        torch_fn=torch_reduction(op, dim, keepdim, correction), **tolerances))
+
+
+for _op in GRAD_REDUCTIONS:
+    for _shape, _dims in GRAD_SHAPES:
+        for _dim in _dims:
+            if _op in NEED_ELEMENTS and reduced_is_empty(_shape, _dim):
+                continue
+            for _keepdim in (False, True):
+                # Away from 0 for prod (its zeros have cases of their own), spread for var.
+                _a = data(_shape, "float64", f"grad/{_op}", 0.5, 2.0) if _op == "prod" else \
+                    data(_shape, "float64", f"grad/{_op}")
+                add_grad(_op, _a, _dim, _keepdim, "dims")
+
+# prod with zeros: a row without, a row with one, a row with two; columns likewise.
+# The product is multilinear, so finite differences are exact at its zeros too.
+_PROD = np.array([[1.5, -2.0, 0.5, 3.0], [2.0, 0.0, -1.5, 0.5], [0.0, 1.5, 0.0, -2.0]])
+for _dim in (1, 0, -1, None, (0, 1)):
+    for _keepdim in (False, True):
+        add_grad("prod", _PROD, _dim, _keepdim, "zeros")
+add_grad("prod", np.array([0.5, 0.0, 2.0, -1.5]), None, False, "one-zero")
+add_grad("prod", np.array([0.0, 0.0, 2.0]), 0, True, "two-zeros")
+add_grad("prod", np.zeros((2, 2)), 1, False, "all-zeros")
+add_grad("prod", np.array(0.0), None, False, "zero-0d")
+add_grad("prod", np.array([0.0]), 0, False, "zero-size1")
+
+# var / std: corrections below, at and past the count of N - 1.
+for _op in ("var", "std"):
+    for _correction in (0, 2, 1.5, -1):
+        add_grad(_op, data((3, 4), "float64", f"grad/{_op}/correction"), 1, False, "corrections",
+                 _correction)
+        add_grad(_op, data((3, 4), "float64", f"grad/{_op}/correction"), None, True,
+                 "corrections", _correction)
+    add_grad(_op, data((2, 3, 4), "float64", "grad/offset") + 1e3, (0, 2), False, "offset",
+             0, rtol=1e-4, atol=1e-6)
+
+# logsumexp: large inputs (no overflow) and -inf entries (no gradient) in finite slices.
+_LSE_GRAD = np.array([[1000.0, 1001.0, 999.5], [-np.inf, 0.5, -1.0], [-1000.0, -1000.5, -999.0]])
+for _dim in (1, -1, None):
+    add_grad("logsumexp", _LSE_GRAD, _dim, False, "extremes", atol=1e-6)
+
+# max / min next to a near tie (2e-3 apart, far beyond the step): the larger one alone.
+_NEAR = np.array([[1.0, 1.002, -0.5], [0.3, 0.2, 0.301]])
+for _op in ("max", "min"):
+    for _dim in (1, 0, None):
+        add_grad(_op, _NEAR, _dim, False, "near-tie")
+
+
+# Compositions: a reduction's input computed by a memory-bound op (recomputed under
+# "balanced" checkpointing), and one tensor reduced twice (gradients accumulate).
+def _grad_case(id: str, fn, torch_fn, *inputs) -> None:
+    GRAD_CASES.append(GradCase(id, fn, list(inputs), torch_fn=torch_fn))
+
+
+_X = data((3, 4), "float64", "grad/compose")
+_grad_case("sum/compose/squared", lambda x: (x * x).sum(1), lambda x: (x * x).sum(1), _X)
+_grad_case("max/compose/scaled", lambda x: (x * 3.0).max(0, keepdim=True),
+           lambda x: (x * 3.0).amax(0, keepdim=True), _X)
+_grad_case("logsumexp/compose/twice", lambda x: x.logsumexp(1) * x.max(1) + x.var(1),
+           lambda x: x.logsumexp(1) * x.amax(1) + x.var(1), _X)
+_grad_case("prod/compose/mean", lambda x: x.prod(0) * x.mean(0), lambda x: x.prod(0) * x.mean(0),
+           _X)
+_grad_case("std/compose/two-inputs", lambda x, y: (x * y).std(1) + y.sum(1),
+           lambda x, y: (x * y).std(1) + y.sum(1), _X, data((3, 4), "float64", "grad/y"))
+
+
+# cumsum: every dim of a few shapes, and the edge shapes.
+def add_cumsum_grad(a: np.ndarray, dim: int, label: str) -> None:
+    GRAD_CASES.append(GradCase(f"cumsum/{label}/{a.shape}/dim={dim}", lambda x: x.cumsum(dim),
+                               [a], torch_fn=lambda x: x.cumsum(dim)))
+
+
+for _shape, _cumsum_dims in [((2, 3, 4), (0, 1, 2, -1)), ((3, 4), (0, 1, -2)), ((5,), (0, -1)),
+                             ((), (0, -1)), ((1,), (0,)), ((1, 3, 1), (0, 1, 2)),
+                             ((2, 0, 3), (1, 0))]:
+    for _dim in _cumsum_dims:
+        add_cumsum_grad(data(_shape, "float64", "grad/cumsum"), _dim, "dims")
+_grad_case("cumsum/compose/squared", lambda x: (x * x).cumsum(1) * x,
+           lambda x: (x * x).cumsum(1) * x, _X)

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from tests.ops.cases_reduction import ALL_DTYPES, data, with_nans
+from tests.ops.grad_harness import GradCase
 from tests.ops.harness import FLOAT_DTYPES, NP_DTYPES, SHAPES, Case
 
 CASES: list[Case] = []
@@ -130,3 +131,53 @@ for _dtype in FLOAT_DTYPES:
 # sorted=False is accepted and returns the same (sorted) order.
 add_topk(tied((3, 6), "float32", "unsorted"), 4, -1, True, "unsorted", sorted=False)
 add_topk(tied((3, 6), "int64", "unsorted"), 2, 0, False, "unsorted", sorted=False)
+
+
+# ----- gradients --------------------------------------------------------------------------
+# The values' gradient scatters back through the indices. Random float64 inputs have no
+# ties, so sort and topk are smooth there (ties are checked against torch only, in
+# test_reduction_grad_ties.py). torch's twin is its stable sort; topk's is torch.topk.
+
+GRAD_CASES: list[GradCase] = []
+
+
+def _grad_input(shape: tuple[int, ...], salt: str) -> np.ndarray:
+    return data(shape, "float64", f"grad/{salt}")
+
+
+def torch_sort(x, dim: int, descending: bool):
+    import torch
+
+    return torch.sort(x, dim=dim, descending=descending, stable=True)[0]
+
+
+def add_sort_grad(a: np.ndarray, dim: int, descending: bool, label: str) -> None:
+    GRAD_CASES.append(GradCase(f"sort/{label}/{a.shape}/dim={dim}/descending={descending}",
+                               lambda x: x.sort(dim, descending)[0], [a],
+                               torch_fn=lambda x: torch_sort(x, dim, descending)))
+
+
+def add_topk_grad(a: np.ndarray, k: int, dim: int, largest: bool, label: str) -> None:
+    GRAD_CASES.append(GradCase(f"topk/{label}/{a.shape}/k={k}/dim={dim}/largest={largest}",
+                               lambda x: x.topk(k, dim, largest)[0], [a],
+                               torch_fn=lambda x: x.topk(k, dim, largest)[0]))
+
+
+for _shape in [(5,), (3, 4), (2, 3, 4), (), (1,), (1, 3, 1), (2, 0, 3)]:
+    for _dim in _dims(len(_shape)):
+        for _descending in (False, True):
+            add_sort_grad(_grad_input(_shape, "sort"), _dim, _descending, "dims")
+            _size = _shape[_dim] if _shape else 1
+            for _k in sorted({0, 1, 2, _size} & set(range(_size + 1))):
+                add_topk_grad(_grad_input(_shape, "topk"), _k, _dim, _descending, "dims")
+
+# Both outputs of one sort, the values used twice, and a memory-bound op before the sort
+# (recomputed under "balanced" checkpointing).
+_S = _grad_input((3, 4), "compose")
+GRAD_CASES.append(GradCase(
+    "sort/compose/values-twice",
+    lambda x: x.sort(1)[0] * x.sort(1, True)[0] + x.topk(2, 0)[0].sum(), [_S],
+    torch_fn=lambda x: x.sort(1)[0] * torch_sort(x, 1, True) + x.topk(2, 0)[0].sum()))
+GRAD_CASES.append(GradCase(
+    "topk/compose/squared", lambda x: (x * x).topk(3, 1, False)[0] * 2.0,
+    [_S], torch_fn=lambda x: (x * x).topk(3, 1, False)[0] * 2.0))
