@@ -12,6 +12,11 @@ dims first). A bool mask selects the positions where it is true; the result's
 size along it depends on the data, so ``t[mask]`` reads the mask (a blocking
 read, the only sync in this module) and indexes with its true positions.
 ``index_put`` needs no read: its result has the shape of ``t``.
+
+The backward rules sit at the end. Gradients flow back through ``t[key]``
+and ``index_select`` by an internal ``index_add`` op (a scatter that
+accumulates repeated indices, as ``np.add.at``), through ``gather`` by
+``scatter_add`` and through ``scatter_add`` by ``gather``.
 """
 
 from __future__ import annotations
@@ -23,10 +28,13 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
+from ember.autodiff.rules import differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.ops._core import broadcast_shapes, call, normalize_dim, same_device
 from ember.ops.creation import tensor as _tensor
-from ember.ops.shape import reshape
+from ember.ops.creation import zeros
+from ember.ops.elementwise import where
+from ember.ops.shape import reshape, sum_to
 from ember.tensor import Tensor
 
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
@@ -421,3 +429,130 @@ def masked_fill(x: Tensor, mask: Tensor, value: Tensor | bool | int | float) -> 
         scalar = _scalar("masked_fill", value)
     same_device("masked_fill", inputs)
     return call("masked_fill", inputs, shape, x.dtype, (scalar,))
+
+
+# ----- gradients -----------------------------------------------------------------------------
+
+
+def _index_add(x: Tensor, entries: tuple, axis: int | None, index: tuple, src: Tensor) -> Tensor:
+    """A copy of ``x`` with ``src`` added at the key ``entries`` (repeated indices accumulate)."""
+    return call("index_add", (x, *index, src), x.shape, x.dtype, (entries, axis))
+
+
+def _zeros_for(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return zeros(shape, dtype=grad.dtype, device=grad.device)
+
+
+def _region_shape(entries: tuple, x_shape: tuple[int, ...],
+                  index_shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The shape of ``x[key]`` from a key's entries; a bool mask's dim is -1 (its count)."""
+    shape: list[int] = []
+    d = 0
+    for entry in entries:
+        tag = entry[0]
+        if tag == "i":
+            d += 1
+        elif tag == "s":
+            shape.append(len(range(*entry[1:])))
+            d += 1
+        elif tag == "n":
+            shape.append(1)
+        else:
+            shape.extend((-1,) if index_shape is None else index_shape)
+            d += entry[1]
+    return tuple(shape) + x_shape[d:]
+
+
+@differentiable("index")
+def _index_backward(ctx: Any, grad: Tensor) -> tuple:
+    entries, axis = ctx.attrs
+    shapes = ctx.input_shapes
+    index = (ctx.inputs[1],) if len(shapes) == 2 else ()  # read inputs only for an index tensor
+    base = _zeros_for(grad, shapes[0])
+    return (_index_add(base, entries, axis, index, grad),) + (None,) * len(index)
+
+
+@differentiable("index_put")
+def _index_put_backward(ctx: Any, grad: Tensor) -> tuple:
+    # x's gradient is zero where the value was written; the value's is the gradient there.
+    # Where an index repeats a position, every copy of the value gets its gradient (PyTorch too).
+    entries, axis, scalar = ctx.attrs
+    shapes = ctx.input_shapes
+    index = (ctx.inputs[1],) if axis is not None else ()
+    grad_x = call("index_put", (grad, *index), grad.shape, grad.dtype, (entries, axis, 0.0))
+    if scalar is not None:
+        return (grad_x,) + (None,) * len(index)
+    value_shape = shapes[-1]
+    if index and index[0].dtype.kind == "b":
+        grad_value = _masked_region_sum(grad, entries, axis, index[0], value_shape)
+    else:
+        region = _region_shape(entries, shapes[0], shapes[1] if index else None)
+        grad_value = sum_to(call("index", (grad, *index), region, grad.dtype, (entries, axis)),
+                            value_shape)
+    return (grad_x,) + (None,) * len(index) + (grad_value,)
+
+
+def _masked_region_sum(grad: Tensor, entries: tuple, axis: int, mask: Tensor,
+                       value_shape: tuple[int, ...]) -> Tensor:
+    """The gradient of an ``index_put`` value written through a bool mask, without reading it.
+
+    The region's masked dim has an unknown count N; the value either spans it
+    (its size there is N, so the gathered gradient's shape is known) or
+    broadcasts along it (then the gradient is summed over the true positions).
+    """
+    region = _region_shape(entries, grad.shape, None)
+    core = value_shape[max(len(value_shape) - len(region), 0):]
+    at = axis - (len(region) - len(core))
+    if at >= 0 and core[at] != 1:
+        region = region[:axis] + (core[at],) + region[axis + 1:]
+        gathered = call("index", (grad, mask), region, grad.dtype, (entries, axis))
+        return sum_to(gathered, value_shape)
+    full = region[:axis] + mask.shape + region[axis + 1:]
+    view = call("index", (grad,), full, grad.dtype, (entries, None))
+    selected = where(reshape(mask, (1,) * axis + mask.shape + (1,) * (len(region) - axis - 1)),
+                     view, 0.0)
+    dims = tuple(range(axis, axis + mask.ndim))
+    if dims:
+        selected = selected.sum(dim=dims)
+    return sum_to(reshape(selected, region[:axis] + (1,) + region[axis + 1:]), value_shape)
+
+
+@differentiable("gather")
+def _gather_backward(ctx: Any, grad: Tensor) -> tuple:
+    (dim,) = ctx.attrs
+    shape = ctx.input_shapes[0]
+    base = _zeros_for(grad, shape)
+    return call("scatter_add", (base, ctx.inputs[1], grad), shape, grad.dtype, (dim,)), None
+
+
+@differentiable("scatter_add")
+def _scatter_add_backward(ctx: Any, grad: Tensor) -> tuple:
+    (dim,) = ctx.attrs
+    _, index_shape, src_shape = ctx.input_shapes
+    grad_src = call("gather", (grad, ctx.inputs[1]), index_shape, grad.dtype, (dim,))
+    if index_shape != src_shape:
+        # src entries outside index's grid are never read: their gradient is zero. (PyTorch
+        # raises here instead, returning a gradient of index's shape.)
+        corner = tuple(("s", 0, n, 1) for n in index_shape)
+        grad_src = _index_add(_zeros_for(grad, src_shape), corner, None, (), grad_src)
+    return grad, None, grad_src
+
+
+@differentiable("index_select")
+def _index_select_backward(ctx: Any, grad: Tensor) -> tuple:
+    (dim,) = ctx.attrs
+    shape = ctx.input_shapes[0]
+    if not shape:  # a 0-d input: its one element was selected
+        return reshape(grad, ()), None
+    index = reshape(ctx.inputs[1], (-1,))  # a 0-d index keeps its dim in the output
+    entries = tuple(("s", 0, n, 1) for n in shape[:dim]) + (("t", 1),)
+    return _index_add(_zeros_for(grad, shape), entries, dim, (index,), grad), None
+
+
+@differentiable("masked_fill")
+def _masked_fill_backward(ctx: Any, grad: Tensor) -> tuple:
+    mask = ctx.inputs[1]
+    grad_x = call("masked_fill", (grad, mask), grad.shape, grad.dtype, (0.0,))
+    if len(ctx.input_shapes) == 2:
+        return grad_x, None
+    return grad_x, None, where(mask, grad, 0.0).sum()

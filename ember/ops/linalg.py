@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember import dtype as _dtype
+from ember.autodiff.rules import differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.ops._core import broadcast_shapes, call, same_device
+from ember.ops.shape import reshape, transpose
 from ember.tensor import Tensor
 
 
@@ -73,3 +77,27 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     cols = b.shape[-1:] if b.ndim >= 2 else ()
     return call("matmul", (a, b), batch + rows + cols, _dtype.promote(a.dtype, b.dtype), (), device)
 
+
+@differentiable("matmul", compute_bound=True)
+def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
+    """``da = grad @ bᵀ``, ``db = aᵀ @ grad``, with 1-D operands seen as a row / a column.
+
+    The vector's added dim is dropped again here; the engine then sums each
+    gradient over the batch dims its operand was broadcast along.
+    """
+    a, b = ctx.inputs
+    a2 = a if a.ndim >= 2 else reshape(a, (1, a.shape[0]))
+    b2 = b if b.ndim >= 2 else reshape(b, (b.shape[0], 1))
+    batch = grad.shape[:grad.ndim - (a.ndim >= 2) - (b.ndim >= 2)]
+    g2 = reshape(grad, batch + (a2.shape[-2], b2.shape[-1]))
+    tracked_a, tracked_b = (p is not None for p in ctx.node.parents)
+    grad_a = grad_b = None
+    if tracked_a:
+        grad_a = matmul(g2, transpose(b2, -2, -1))
+        if a.ndim == 1:
+            grad_a = reshape(grad_a, grad_a.shape[:-2] + a.shape)
+    if tracked_b:
+        grad_b = matmul(transpose(a2, -2, -1), g2)
+        if b.ndim == 1:
+            grad_b = reshape(grad_b, grad_b.shape[:-2] + b.shape)
+    return grad_a, grad_b

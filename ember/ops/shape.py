@@ -3,7 +3,10 @@
 Four IR ops carry the whole family: ``reshape`` (``view``, ``flatten``,
 ``squeeze`` and ``unsqueeze`` are reshapes with a computed shape), ``permute``
 (``transpose`` and ``.T``), ``expand``, ``repeat``, plus the multi-output
-``split`` (``chunk``) and ``cat`` (``stack``). Their NumPy kernels return views
+``split`` (``chunk``) and ``cat`` (``stack``). Each one's backward rule
+follows its op at the end of the file: it moves the gradient back the
+other way (reshape back, inverse permutation, sum over stretched or tiled
+dims, join the pieces, cut the joined gradient). Their NumPy kernels return views
 where NumPy can, so data movement costs nothing until a later op reads it.
 
 ember has no strides, so ``view`` is ``reshape``: it never fails on a
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember import dtype as _dtype
+from ember.autodiff.rules import differentiable
 from ember.errors import ShapeError
 from ember.ops._core import call, multi_call, normalize_dim, normalize_dims, same_device
 from ember.tensor import Tensor
@@ -417,3 +421,76 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     d = normalize_dim("stack", dim, len(first) + 1)
     shape = first[:d] + (len(tensors),) + first[d:]
     return call("cat", tuple(tensors), shape, dtype, (d, True))
+
+
+# ----- gradients -----------------------------------------------------------------------------
+
+
+def sum_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``x`` summed back to ``shape``, a shape that broadcasts to ``x.shape``.
+
+    Sums the dims broadcasting added in front and the size-1 dims it
+    stretched. ``shape`` may also have more leading 1s than ``x`` has dims
+    (an ``index_put`` value may), which a reshape restores.
+    """
+    core = shape[max(len(shape) - x.ndim, 0):]
+    lead = x.ndim - len(core)
+    dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(core)
+                                      if size == 1 and x.shape[lead + i] != 1)
+    if dims:  # an empty tuple would sum every dim
+        x = x.sum(dim=dims, keepdim=True)
+    return x if x.shape == shape else reshape(x, shape)
+
+
+@differentiable("reshape", inputs=False)
+def _reshape_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (reshape(grad, ctx.input_shapes[0]),)
+
+
+@differentiable("permute", inputs=False)
+def _permute_backward(ctx: Any, grad: Tensor) -> tuple:
+    (order,) = ctx.attrs
+    inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return (_permute(grad, inverse),)
+
+
+@differentiable("expand", inputs=False)
+def _expand_backward(ctx: Any, grad: Tensor) -> tuple:
+    return (sum_to(grad, ctx.input_shapes[0]),)
+
+
+@differentiable("repeat", inputs=False)
+def _repeat_backward(ctx: Any, grad: Tensor) -> tuple:
+    # The forward's view in reverse: the output as (reps[0], size[0], reps[1], size[1], ...),
+    # summed over the copies.
+    (reps,) = ctx.attrs
+    shape = ctx.input_shapes[0]
+    padded = (1,) * (len(reps) - len(shape)) + shape
+    tiles = reshape(grad, tuple(n for pair in zip(reps, padded) for n in pair))
+    copies = tuple(2 * i for i, r in enumerate(reps) if r != 1)
+    if copies:
+        tiles = tiles.sum(dim=copies)
+    return (reshape(tiles, shape),)
+
+
+@differentiable("split", inputs=False)
+def _split_backward(ctx: Any, grads: tuple) -> tuple:
+    # Pieces no gradient reached contribute zeros.
+    from ember.ops.creation import zeros
+
+    dim, _ = ctx.attrs
+    some = next(g for g in grads if g is not None)
+    pieces = tuple(zeros(shape, dtype=some.dtype, device=some.device) if g is None else g
+                   for g, shape in zip(grads, ctx.shape))
+    return (call("cat", pieces, ctx.input_shapes[0], some.dtype, (dim, False)),)
+
+
+@differentiable("cat", inputs=False)
+def _cat_backward(ctx: Any, grad: Tensor) -> tuple:
+    dim, new_axis = ctx.attrs
+    shapes = ctx.input_shapes
+    if not new_axis:
+        return _split(grad, dim, [shape[dim] for shape in shapes])
+    # stack: each input is one size-1 slice along the new dim.
+    pieces = _split(grad, dim, [1] * len(shapes))
+    return tuple(reshape(p, shape) for p, shape in zip(pieces, shapes))

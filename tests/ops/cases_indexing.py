@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember as em
+from tests.ops.grad_harness import GradCase
 from tests.ops.harness import NP_DTYPES, Case
 from tests.ops.harness import array as _array
 
@@ -253,3 +254,152 @@ def _indexed_op_cases() -> list[Case]:
 
 
 CASES = _getitem_cases() + _index_put_cases() + _indexed_op_cases()
+
+
+# ----- gradients -------------------------------------------------------------------------------
+
+
+def _f64(shape: tuple[int, ...], salt: int = 0) -> np.ndarray:
+    """A small float64 input for gradient checks, the same in every process."""
+    return np.random.default_rng(2000 + salt).standard_normal(shape)
+
+
+def _mask(values) -> np.ndarray:
+    return np.array(values, dtype=bool)
+
+
+def _set(x, key, value):
+    """PyTorch's ``y = x.clone(); y[key] = value``: the twin of ``x.index_put(key, value)``."""
+    y = x.clone()
+    y[key] = value
+    return y
+
+
+def _getitem_grad_cases() -> list[GradCase]:
+    G = GradCase
+    return [
+        G("getitem/int", lambda x: x[1], [_f64((3, 4))], torch_fn=lambda x: x[1]),
+        G("getitem/negative_int", lambda x: x[:, -1], [_f64((3, 4))], torch_fn=lambda x: x[:, -1]),
+        G("getitem/all_ints_0d", lambda x: x[1, 2], [_f64((3, 4))], torch_fn=lambda x: x[1, 2]),
+        G("getitem/slice_steps", lambda x: x[::2, 1:4:2], [_f64((4, 5))],
+          torch_fn=lambda x: x[::2, 1:4:2]),
+        G("getitem/none_ellipsis", lambda x: x[None, ..., 0], [_f64((2, 3, 2))],
+          torch_fn=lambda x: x[None, ..., 0]),
+        G("getitem/ellipsis_none_last", lambda x: x[..., 1:, None], [_f64((2, 3))],
+          torch_fn=lambda x: x[..., 1:, None]),
+        G("getitem/index_repeated", lambda x, i: x[i], [_f64((3, 4)), _ints([0, 2, 0, 0])],
+          torch_fn=lambda x, i: x[i]),
+        G("getitem/index_negative_repeated", lambda x, i: x[:, i],
+          [_f64((2, 4)), _ints([-1, 3, 0, -1, 1])], torch_fn=lambda x, i: x[:, i]),
+        G("getitem/index_2d", lambda x, i: x[i], [_f64((4, 2)), _ints([[0, 1], [1, 3], [0, 0]])],
+          torch_fn=lambda x, i: x[i]),
+        G("getitem/index_0d", lambda x, i: x[:, i], [_f64((2, 3)), np.array(2, np.int64)],
+          torch_fn=lambda x, i: x[:, i]),
+        G("getitem/int_slice_then_index", lambda x, i: x[0, :, i],
+          [_f64((2, 3, 4)), _ints([3, 1, 3])], torch_fn=lambda x, i: x[0, :, i]),
+        G("getitem/list_index", lambda x: x[[2, 0, 2]], [_f64((3, 2))],
+          torch_fn=lambda x: x[[2, 0, 2]]),
+        G("getitem/mask_1d", lambda x, m: x[m], [_f64((4, 2)), _mask([True, False, True, True])],
+          torch_fn=lambda x, m: x[m]),
+        G("getitem/mask_2d", lambda x, m: x[m],
+          [_f64((2, 3)), _mask([[True, False, True], [False, True, True]])],
+          torch_fn=lambda x, m: x[m]),
+        G("getitem/slice_then_mask", lambda x, m: x[1:, m],
+          [_f64((3, 4)), _mask([False, True, True, False])], torch_fn=lambda x, m: x[1:, m]),
+        G("getitem/indexed_twice", lambda x, i: x[i] * x[1:3], [_f64((4, 3)), _ints([3, 3])],
+          torch_fn=lambda x, i: x[i] * x[1:3]),
+    ]
+
+
+def _index_put_grad_cases() -> list[GradCase]:
+    G = GradCase
+    return [
+        G("index_put/slices_value", lambda x, v: x.index_put((slice(0, 2), 1), v),
+          [_f64((3, 4)), _f64((2,), 1)], torch_fn=lambda x, v: _set(x, (slice(0, 2), 1), v)),
+        G("index_put/step_slice_broadcast_value",
+          lambda x, v: x.index_put((slice(None, None, 2),), v),
+          [_f64((4, 3)), _f64((1, 3), 1)], torch_fn=lambda x, v: _set(x, slice(None, None, 2), v)),
+        G("index_put/scalar", lambda x: x.index_put((1, slice(1, None)), 2.5), [_f64((2, 3))],
+          torch_fn=lambda x: _set(x, (1, slice(1, None)), 2.5)),
+        G("index_put/index_broadcast_value", lambda x, i, v: x.index_put(i, v),
+          [_f64((4, 3)), _ints([3, 0]), _f64((3,), 1)], torch_fn=lambda x, i, v: _set(x, i, v)),
+        G("index_put/index_size1_value", lambda x, i, v: x.index_put((slice(None), i), v),
+          [_f64((2, 4)), _ints([1, -1, 2]), _f64((2, 1), 1)],
+          torch_fn=lambda x, i, v: _set(x, (slice(None), i), v)),
+        G("index_put/leading_1s_value", lambda x, v: x.index_put((0,), v),
+          [_f64((2, 3)), _f64((1, 1, 3), 1)], torch_fn=lambda x, v: _set(x, 0, v)),
+        G("index_put/0d_value", lambda x, i, v: x.index_put(i, v),
+          [_f64((3, 2)), _ints([0, 2]), _f64((), 1)], torch_fn=lambda x, i, v: _set(x, i, v)),
+        G("index_put/mask_spanning_value", lambda x, m, v: x.index_put(m, v),
+          [_f64((4, 2)), _mask([True, False, False, True]), _f64((2, 2), 1)],
+          torch_fn=lambda x, m, v: _set(x, m, v)),
+        G("index_put/mask_broadcast_value", lambda x, m, v: x.index_put((slice(None), m), v),
+          [_f64((2, 4)), _mask([True, True, False, True]), _f64((2, 1), 1)],
+          torch_fn=lambda x, m, v: _set(x, (slice(None), m), v)),
+        G("index_put/mask_2d_0d_value", lambda x, m, v: x.index_put(m, v),
+          [_f64((2, 3)), _mask([[True, False, True], [False, False, True]]), _f64((), 1)],
+          torch_fn=lambda x, m, v: _set(x, m, v)),
+        G("index_put/value_only", lambda x, i, v: x.index_put(i, v),
+          [_f64((3, 2)), _ints([1]), _f64((1, 2), 1)], wrt=[2],
+          torch_fn=lambda x, i, v: _set(x, i, v)),
+    ]
+
+
+def _indexed_op_grad_cases() -> list[GradCase]:
+    G = GradCase
+    return [
+        G("gather/dim1_repeated", lambda x, i: x.gather(1, i),
+          [_f64((2, 3)), _ints([[0, 0, 2, 0], [1, 2, 1, 1]])],
+          torch_fn=lambda x, i: x.gather(1, i)),
+        G("gather/dim0_smaller_index", lambda x, i: x.gather(0, i),
+          [_f64((3, 4)), _ints([[2, 0], [2, 2]])], torch_fn=lambda x, i: x.gather(0, i)),
+        G("gather/negative_dim", lambda x, i: x.gather(-1, i),
+          [_f64((2, 1, 3)), _ints([[[2, 2]], [[0, 1]]])], torch_fn=lambda x, i: x.gather(-1, i)),
+        G("gather/0d", lambda x, i: x.gather(0, i), [_f64(()), np.array(0, np.int64)],
+          torch_fn=lambda x, i: x.gather(0, i)),
+        G("scatter_add/repeated", lambda x, i, s: x.scatter_add(0, i, s),
+          [_f64((3, 2)), _ints([[0, 2], [0, 0], [1, 0]]), _f64((3, 2), 1)],
+          torch_fn=lambda x, i, s: x.scatter_add(0, i, s)),
+        G("scatter_add/negative_dim", lambda x, i, s: x.scatter_add(-1, i, s),
+          [_f64((2, 3)), _ints([[2, 2, 0], [1, 1, 1]]), _f64((2, 3), 1)],
+          torch_fn=lambda x, i, s: x.scatter_add(-1, i, s)),
+        # src larger than index: its unread entries get zero gradient. PyTorch's own backward
+        # raises for this call, so the twin slices src to index's grid first.
+        G("scatter_add/src_larger_than_index", lambda x, i, s: x.scatter_add(0, i, s),
+          [_f64((3, 2)), _ints([[2], [2]]), _f64((3, 2), 1)],
+          torch_fn=lambda x, i, s: x.scatter_add(0, i, s[:2, :1])),
+        G("scatter_add/src_only", lambda x, i, s: x.scatter_add(1, i, s),
+          [_f64((2, 2)), _ints([[1, 1]]), _f64((1, 2), 1)], wrt=[2],
+          torch_fn=lambda x, i, s: x.scatter_add(1, i, s)),
+        G("index_select/dim0_repeated", lambda x, i: x.index_select(0, i),
+          [_f64((3, 2)), _ints([2, 0, 2, 2])], torch_fn=lambda x, i: x.index_select(0, i)),
+        G("index_select/negative_dim", lambda x, i: x.index_select(-1, i),
+          [_f64((2, 1, 3)), _ints([1, 1, 0])], torch_fn=lambda x, i: x.index_select(-1, i)),
+        G("index_select/0d_index", lambda x, i: x.index_select(1, i),
+          [_f64((2, 3)), np.array(1, np.int64)], torch_fn=lambda x, i: x.index_select(1, i)),
+        G("index_select/0d_input", lambda x, i: x.index_select(0, i),
+          [_f64(()), _ints([0])], torch_fn=lambda x, i: x.index_select(0, i)),
+        G("masked_fill/scalar", lambda x, m: x.masked_fill(m, -1.0),
+          [_f64((2, 3)), _mask([[True, False, False], [False, True, True]])],
+          torch_fn=lambda x, m: x.masked_fill(m, -1.0)),
+        G("masked_fill/mask_broadcasts_x", lambda x, m: x.masked_fill(m, 0.0),
+          [_f64((1, 3)), _mask([[True, False, True], [False, False, True]])],
+          torch_fn=lambda x, m: x.masked_fill(m, 0.0)),
+        G("masked_fill/x_broadcasts_mask", lambda x, m: x.masked_fill(m, 3.0),
+          [_f64((2, 3)), _mask([False, True, False])],
+          torch_fn=lambda x, m: x.masked_fill(m, 3.0)),
+        G("masked_fill/0d_tensor_value", lambda x, m, v: x.masked_fill(m, v),
+          [_f64((2, 3)), _mask([[True, False, False], [True, True, False]]), _f64((), 1)],
+          torch_fn=lambda x, m, v: x.masked_fill(m, v)),
+        G("indexing/chain", _indexing_chain,
+          [_f64((3, 3)), _ints([2, 0, 2]), _mask([True, False, False])],
+          torch_fn=_indexing_chain),
+    ]
+
+
+def _indexing_chain(x, i, m):
+    """Memory-bound indexing ops feeding each other (recomputed under "balanced")."""
+    return x.index_select(1, i).gather(0, i[None]).masked_fill(m, 0.0)
+
+
+GRAD_CASES = _getitem_grad_cases() + _index_put_grad_cases() + _indexed_op_grad_cases()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests.ops.grad_harness import GradCase
 from tests.ops.harness import NP_DTYPES, Case
 from tests.ops.harness import array as _array
 
@@ -67,3 +68,57 @@ def _cases() -> list[Case]:
 
 
 CASES = _cases()
+
+
+# ----- gradients -------------------------------------------------------------------------------
+
+
+def _f64(shape: tuple[int, ...], salt: int = 0) -> np.ndarray:
+    """A small float64 input for gradient checks, the same in every process."""
+    return np.random.default_rng(3000 + salt).standard_normal(shape)
+
+
+def _matmul(a, b):
+    return a @ b
+
+
+# (id, lhs shape, rhs shape): every shape rule of matmul; broadcast batch dims are summed back.
+_GRAD_SHAPES = [
+    ("2d", (2, 3), (3, 4)),
+    ("vector_lhs", (3,), (3, 4)),
+    ("vector_rhs", (2, 3), (3,)),
+    ("dot", (4,), (4,)),
+    ("batched", (2, 2, 3), (2, 3, 2)),
+    ("batched_lhs_2d_rhs", (2, 2, 3), (3, 2)),
+    ("2d_lhs_batched_rhs", (2, 3), (2, 3, 2)),
+    ("broadcast_size1_batch", (1, 2, 3), (3, 3, 2)),
+    ("broadcast_both_batches", (2, 1, 2, 3), (3, 3, 2)),
+    ("vector_lhs_batched_rhs", (3,), (2, 3, 2)),
+    ("batched_lhs_vector_rhs", (2, 2, 3), (3,)),
+    ("size1_dims", (1, 3), (3, 1)),
+]
+
+
+def _grad_cases() -> list[GradCase]:
+    cases = [GradCase(f"matmul/{name}", _matmul, [_f64(a), _f64(b, 1)], torch_fn=_matmul)
+             for name, a, b in _GRAD_SHAPES]
+    cases += [
+        GradCase("matmul/same_operand", lambda x: x @ x.T, [_f64((2, 3))],
+                 torch_fn=lambda x: x @ x.T),
+        GradCase("matmul/constant_rhs", _matmul, [_f64((2, 3)), _f64((3, 2), 1)], wrt=[0],
+                 torch_fn=_matmul),
+        GradCase("matmul/constant_lhs", _matmul, [_f64((2, 2, 3)), _f64((3,), 1)], wrt=[1],
+                 torch_fn=_matmul),
+        # int @ float promotes in ember; PyTorch needs the cast written out.
+        GradCase("matmul/int_lhs", _matmul,
+                 [np.array([[1, -2, 0], [3, 1, 2]], np.int64), _f64((3, 2), 1)],
+                 torch_fn=lambda a, b: a.double() @ b),
+        # A product of views feeding a product: the views are recomputed under "balanced".
+        GradCase("matmul/chain_through_views", lambda a, b, c: (a @ b.T) @ c.reshape(3),
+                 [_f64((2, 3)), _f64((3, 3), 1), _f64((1, 3), 2)],
+                 torch_fn=lambda a, b, c: (a @ b.T) @ c.reshape(3)),
+    ]
+    return cases
+
+
+GRAD_CASES = _grad_cases()

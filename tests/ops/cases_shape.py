@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 import ember as em
+from tests.ops.grad_harness import GradCase
 from tests.ops.harness import NP_DTYPES, Case
 from tests.ops.harness import array as _array
 
@@ -218,3 +219,124 @@ def _composition_cases() -> list[Case]:
 
 
 CASES = _movement_cases() + _join_cases() + _composition_cases()
+
+
+# ----- gradients -------------------------------------------------------------------------------
+
+
+def _f64(shape: tuple[int, ...], salt: int = 0) -> np.ndarray:
+    """A small float64 input for gradient checks, the same in every process."""
+    return np.random.default_rng(1000 + salt).standard_normal(shape)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _grad_cases() -> list[GradCase]:
+    G = GradCase
+    return [
+        # reshape and the ops that are reshapes
+        G("reshape/infer", lambda x: x.reshape(4, -1), [_f64((2, 3, 4))],
+          torch_fn=lambda x: x.reshape(4, -1)),
+        G("reshape/to_0d", lambda x: x.reshape(()), [_f64((1,))], torch_fn=lambda x: x.reshape(())),
+        G("reshape/from_0d", lambda x: x.reshape(1, 1), [_f64(())],
+          torch_fn=lambda x: x.reshape(1, 1)),
+        G("view/size1_dims", lambda x: x.view(3, 1, 2), [_f64((1, 6))],
+          torch_fn=lambda x: x.view(3, 1, 2)),
+        G("flatten/start1", lambda x: x.flatten(1), [_f64((2, 3, 2))],
+          torch_fn=lambda x: x.flatten(1)),
+        G("flatten/negative_dims", lambda x: x.flatten(-3, -2), [_f64((2, 3, 2))],
+          torch_fn=lambda x: x.flatten(-3, -2)),
+        G("flatten/0d", lambda x: x.flatten(), [_f64(())], torch_fn=lambda x: x.flatten()),
+        G("squeeze/all", lambda x: x.squeeze(), [_f64((1, 3, 1, 2))],
+          torch_fn=lambda x: x.squeeze()),
+        G("squeeze/negative_dim", lambda x: x.squeeze(-1), [_f64((3, 1))],
+          torch_fn=lambda x: x.squeeze(-1)),
+        G("unsqueeze/negative_dim", lambda x: x.unsqueeze(-1), [_f64((2, 3))],
+          torch_fn=lambda x: x.unsqueeze(-1)),
+        # permutations
+        G("permute/3d", lambda x: x.permute(2, 0, 1), [_f64((2, 3, 4))],
+          torch_fn=lambda x: x.permute(2, 0, 1)),
+        G("permute/negative_dims", lambda x: x.permute(-1, 0, -2), [_f64((2, 1, 3))],
+          torch_fn=lambda x: x.permute(-1, 0, -2)),
+        G("transpose/negative_dim", lambda x: x.transpose(0, -1), [_f64((2, 3, 4))],
+          torch_fn=lambda x: x.transpose(0, -1)),
+        G("T/2d", lambda x: x.T, [_f64((2, 3))], torch_fn=lambda x: x.T),
+        G("T/then_scale", lambda x: x.T * x.T, [_f64((3, 2))], torch_fn=lambda x: x.T * x.T),
+        # expand and repeat: gradients sum over the copies
+        G("expand/new_and_size1_dims", lambda x: x.expand(2, -1, 4), [_f64((3, 1))],
+          torch_fn=lambda x: x.expand(2, -1, 4)),
+        G("expand/1d", lambda x: x.expand(4, 3), [_f64((3,))], torch_fn=lambda x: x.expand(4, 3)),
+        G("expand/0d", lambda x: x.expand(2, 3), [_f64(())], torch_fn=lambda x: x.expand(2, 3)),
+        G("expand/to_size0", lambda x: x.expand(0, 3), [_f64((1, 3))],
+          torch_fn=lambda x: x.expand(0, 3)),
+        G("repeat/tile", lambda x: x.repeat(2, 3), [_f64((2, 3))],
+          torch_fn=lambda x: x.repeat(2, 3)),
+        G("repeat/leading_dims", lambda x: x.repeat(2, 1, 2), [_f64((3,))],
+          torch_fn=lambda x: x.repeat(2, 1, 2)),
+        G("repeat/size1_dim", lambda x: x.repeat(1, 3), [_f64((2, 1))],
+          torch_fn=lambda x: x.repeat(1, 3)),
+        G("repeat/0d", lambda x: x.repeat(3), [_f64(())], torch_fn=lambda x: x.repeat(3)),
+        G("repeat/zero_copies", lambda x: x.repeat(0, 1), [_f64((2, 2))],
+          torch_fn=lambda x: x.repeat(0, 1)),
+        # split and chunk: pieces that no gradient reaches give zeros
+        G("split/one_piece_used", lambda x: x.split(2, 1)[1], [_f64((2, 5))],
+          torch_fn=lambda x: x.split(2, 1)[1]),
+        G("split/sizes_negative_dim", lambda x: _join_reversed(x.split([1, 3], -1)),
+          [_f64((2, 4))], torch_fn=lambda x: _torch().cat(x.split([1, 3], -1)[::-1], -1)),
+        G("split/piece_used_twice", lambda x: x.split(1)[0] * x.split(1)[0], [_f64((2, 3))],
+          torch_fn=lambda x: x.split(1)[0] * x.split(1)[0]),
+        G("split/pieces_combined", lambda x: _pieces_combined(x), [_f64((3, 2))],
+          torch_fn=lambda x: _pieces_combined(x)),
+        G("chunk/uneven", lambda x: x.chunk(3)[2], [_f64((5,))], torch_fn=lambda x: x.chunk(3)[2]),
+        G("chunk/dim1_all", lambda x: em.cat(x.chunk(2, 1), 0), [_f64((2, 4))],
+          torch_fn=lambda x: _torch().cat(x.chunk(2, 1), 0)),
+        # cat and stack
+        G("cat/negative_dim", lambda a, b: em.cat([a, b], -1), [_f64((2, 2)), _f64((2, 3), 1)],
+          torch_fn=lambda a, b: _torch().cat([a, b], -1)),
+        G("cat/three_dim0", lambda a, b, c: em.cat([a, b, c]),
+          [_f64((1, 3)), _f64((2, 3), 1), _f64((1, 3), 2)],
+          torch_fn=lambda a, b, c: _torch().cat([a, b, c])),
+        G("cat/same_tensor_twice", lambda a: em.cat([a, a * 2.0], 0), [_f64((2, 2))],
+          torch_fn=lambda a: _torch().cat([a, a * 2.0], 0)),
+        G("cat/one_input", lambda a: em.cat([a], 1), [_f64((2, 3))],
+          torch_fn=lambda a: _torch().cat([a], 1)),
+        G("cat/constant_input", lambda a, b: em.cat([a, b], 0), [_f64((2, 2)), _f64((1, 2), 1)],
+          wrt=[0], torch_fn=lambda a, b: _torch().cat([a, b], 0)),
+        G("stack/dim1", lambda a, b: em.stack([a, b], 1), [_f64((2, 3)), _f64((2, 3), 1)],
+          torch_fn=lambda a, b: _torch().stack([a, b], 1)),
+        G("stack/negative_dim", lambda a, b, c: em.stack([a, b, c], -1),
+          [_f64((2, 2)), _f64((2, 2), 1), _f64((2, 2), 2)],
+          torch_fn=lambda a, b, c: _torch().stack([a, b, c], -1)),
+        G("stack/0d", lambda a, b: em.stack([a, b]), [_f64(()), _f64((), 1)],
+          torch_fn=lambda a, b: _torch().stack([a, b])),
+        # chains of memory-bound ops (recomputed under "balanced" checkpointing)
+        G("shape/chain", lambda x: x.permute(1, 0).reshape(2, 3).expand(2, 2, 3).repeat(1, 1, 2),
+          [_f64((3, 2))],
+          torch_fn=lambda x: x.permute(1, 0).reshape(2, 3).expand(2, 2, 3).repeat(1, 1, 2)),
+        G("shape/chain_product", lambda x: _chain_product(x), [_f64((2, 3))],
+          torch_fn=lambda x: _chain_product(x)),
+    ]
+
+
+def _join_reversed(pieces):
+    return em.cat(list(pieces)[::-1], -1)
+
+
+def _pieces_combined(x):
+    """Pieces of one split feeding one product, so the split's node collects several gradients."""
+    a, b, c = x.split(1, 0)
+    return a * b + c * a
+
+
+def _chain_product(x):
+    """A tensor read by chains of views whose outputs multiply: rules read recomputed values."""
+    y = x.T.reshape(-1)
+    z = x.flatten().expand(2, 6)
+    return z * y * x.reshape(6)
+
+
+GRAD_CASES = _grad_cases()

@@ -4,6 +4,9 @@ Index values are checked here, on the worker: an out-of-range value raises
 ``IndexError``, which the reader sees as ``KernelError``. ``t[key]`` with an
 int tensor wraps negative values (as PyTorch does); ``gather``,
 ``scatter_add`` and ``index_select`` accept only ``[0, size)``, as PyTorch.
+
+``index_add`` is internal: the backward of ``t[key]`` and ``index_select``
+(scatter with accumulation, as ``np.add.at``).
 """
 
 from __future__ import annotations
@@ -50,7 +53,25 @@ def _index(msg, pool, x, *index):
     view = x[_numpy_key(entries)]
     if not index:
         return view
+    if index[0].dtype == np.bool_:
+        # Only gradients ask this (index_put's value through a mask), with the count known.
+        return view[(slice(None),) * axis + (index[0],)]
     return np.take(view, index[0], axis=axis, out=pool.empty(msg.shape, x.dtype))
+
+
+@kernel("index_add")
+def _index_add(msg, pool, x, *tensors):
+    """``x`` with ``src`` (the last input) added at ``x[key]``; repeated indices accumulate."""
+    entries, axis = msg.attrs
+    compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
+    out = x.astype(compute)  # a copy: x is never written
+    region = out[_numpy_key(entries)]  # a view: adding to it writes into out
+    src = tensors[-1]
+    if axis is None:
+        region += src  # ints, slices and None never reach a position twice
+    else:
+        np.add.at(region, (slice(None),) * axis + (tensors[0],), src)
+    return out.astype(x.dtype, copy=False)
 
 
 @kernel("index_put")
