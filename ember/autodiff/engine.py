@@ -59,7 +59,9 @@ class _Recompute:
         saved = node.saved_inputs
         if saved is None:
             raise EmberError(f"{node.op}: its backward rule reads inputs it did not declare")
-        return tuple(self._value(s) for s in saved)
+        kept = node.rule.kept_inputs
+        return tuple(None if s is None or (kept is not None and i not in kept) else self._value(s)
+                     for i, s in enumerate(saved))
 
     def output(self, node: Node) -> Any:
         if node.saved_output is not None:

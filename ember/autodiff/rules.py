@@ -19,6 +19,7 @@ class Rule(NamedTuple):
     uses_inputs: bool
     uses_output: bool
     compute_bound: bool
+    kept_inputs: frozenset[int] | None  # positions the rule reads; None: all of them
 
 
 BACKWARD: dict[str, Rule] = {}
@@ -26,12 +27,14 @@ BACKWARD: dict[str, Rule] = {}
 NOT_DIFFERENTIABLE: set[str] = set()
 
 
-def differentiable(*ops: str, inputs: bool = True, output: bool = False,
+def differentiable(*ops: str, inputs: bool | tuple[int, ...] = True, output: bool = False,
                    compute_bound: bool = False) -> Callable:
     """Register ``fn`` as the backward rule of ``ops``.
 
     Args:
-        inputs: the rule reads ``ctx.inputs`` (the forward inputs are kept for it).
+        inputs: the rule reads ``ctx.inputs`` (the forward inputs are kept for it);
+            a tuple of positions keeps only those (``ctx.inputs`` holds None elsewhere),
+            e.g. ``(1,)`` for a gather that reads its index but not its source.
         output: the rule reads ``ctx.output`` (the forward output is kept for it).
         compute_bound: matmul, convolution, reductions: under "balanced"
             checkpointing their outputs are kept, while memory-bound ops'
@@ -42,7 +45,8 @@ def differentiable(*ops: str, inputs: bool = True, output: bool = False,
         for op in ops:
             if op in BACKWARD:
                 raise RuntimeError(f"backward rule for {op!r} registered twice")
-            BACKWARD[op] = Rule(fn, inputs, output, compute_bound)
+            kept = frozenset(inputs) if isinstance(inputs, tuple) else None
+            BACKWARD[op] = Rule(fn, bool(inputs), output, compute_bound, kept)
         return fn
 
     return register

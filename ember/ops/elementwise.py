@@ -500,7 +500,7 @@ def _clamp_backward(ctx: Any, grad: Tensor) -> tuple:
     return (where(inside, grad, 0),)
 
 
-@differentiable("where")
+@differentiable("where", inputs=(0,))
 def _where_backward(ctx: Any, grad: Tensor) -> tuple:
     # No gradient to the condition; each tensor branch gets it where it was chosen.
     cond = ctx.inputs[0]

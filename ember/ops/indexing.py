@@ -463,7 +463,7 @@ def _region_shape(entries: tuple, x_shape: tuple[int, ...],
     return tuple(shape) + x_shape[d:]
 
 
-@differentiable("index")
+@differentiable("index", inputs=(1,))
 def _index_backward(ctx: Any, grad: Tensor) -> tuple:
     entries, axis = ctx.attrs
     shapes = ctx.input_shapes
@@ -472,7 +472,7 @@ def _index_backward(ctx: Any, grad: Tensor) -> tuple:
     return (_index_add(base, entries, axis, index, grad),) + (None,) * len(index)
 
 
-@differentiable("index_put")
+@differentiable("index_put", inputs=(1,))
 def _index_put_backward(ctx: Any, grad: Tensor) -> tuple:
     # x's gradient is zero where the value was written; the value's is the gradient there.
     # Where an index repeats a position, every copy of the value gets its gradient (PyTorch too).
@@ -517,7 +517,7 @@ def _masked_region_sum(grad: Tensor, entries: tuple, axis: int, mask: Tensor,
     return sum_to(reshape(selected, region[:axis] + (1,) + region[axis + 1:]), value_shape)
 
 
-@differentiable("gather")
+@differentiable("gather", inputs=(1,))
 def _gather_backward(ctx: Any, grad: Tensor) -> tuple:
     (dim,) = ctx.attrs
     shape = ctx.input_shapes[0]
@@ -525,7 +525,7 @@ def _gather_backward(ctx: Any, grad: Tensor) -> tuple:
     return call("scatter_add", (base, ctx.inputs[1], grad), shape, grad.dtype, (dim,)), None
 
 
-@differentiable("scatter_add")
+@differentiable("scatter_add", inputs=(1,))
 def _scatter_add_backward(ctx: Any, grad: Tensor) -> tuple:
     (dim,) = ctx.attrs
     _, index_shape, src_shape = ctx.input_shapes
@@ -538,7 +538,7 @@ def _scatter_add_backward(ctx: Any, grad: Tensor) -> tuple:
     return grad, None, grad_src
 
 
-@differentiable("index_select")
+@differentiable("index_select", inputs=(1,))
 def _index_select_backward(ctx: Any, grad: Tensor) -> tuple:
     (dim,) = ctx.attrs
     shape = ctx.input_shapes[0]
@@ -549,7 +549,7 @@ def _index_select_backward(ctx: Any, grad: Tensor) -> tuple:
     return _index_add(_zeros_for(grad, shape), entries, dim, (index,), grad), None
 
 
-@differentiable("masked_fill")
+@differentiable("masked_fill", inputs=(1,))
 def _masked_fill_backward(ctx: Any, grad: Tensor) -> tuple:
     mask = ctx.inputs[1]
     grad_x = call("masked_fill", (grad, mask), grad.shape, grad.dtype, (0.0,))
