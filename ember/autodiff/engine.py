@@ -184,6 +184,9 @@ def _fit(grad: Any, shape: tuple, dtype: Any) -> Any:
     """Sum ``grad`` over the dims broadcasting added, and cast it to its input's dtype."""
     if grad.shape != shape:
         extra = len(grad.shape) - len(shape)
+        if extra < 0:
+            raise EmberError(f"backward: a rule returned a gradient of shape {grad.shape} for an "
+                             f"input of shape {shape} (fewer dims: a bug in that rule)")
         dims = tuple(range(extra)) + tuple(
             extra + i for i, size in enumerate(shape) if size == 1 and grad.shape[extra + i] != 1)
         if dims:
