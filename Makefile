@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/runtime_demo.py
+	$(PY) examples/train_digits.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
