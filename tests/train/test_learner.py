@@ -187,3 +187,27 @@ def test_history_plot_writes_a_png(tmp_path):
 def test_unknown_metric_names_are_refused():
     with pytest.raises(ValueError, match="unknown metric"):
         train.metrics.make("nope")
+
+
+def test_grad_clip_limits_each_update():
+    em.manual_seed(0)
+    model = _model(em.cpu().autodiff())
+    before = model.state_dict()
+    opt = optim.SGD(model.parameters(), lr=1.0)
+    learner = train.Learner(model, opt, nn.F.cross_entropy, grad_clip=1e-3, progress=False)
+    x, y = _blobs(32)
+    learner.fit_sync(train.DataLoader((x, y), batch_size=32), epochs=1)
+    after = model.state_dict()
+    step = np.sqrt(sum(((after[k] - before[k]).astype(np.float64) ** 2).sum() for k in before))
+    assert 0 < step <= 1e-3 * (1 + 1e-4)  # lr 1 × a gradient clipped to norm 1e-3
+
+
+def test_progress_bar_on_a_terminal(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    learner = _learner()
+    learner.progress = train.learner.Progress(True)
+    learner.fit_sync(_loaders()[0], epochs=1)
+    err = capsys.readouterr().err
+    assert "epoch 1/1" in err and "loss" in err
