@@ -9,6 +9,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import bench_large, bench_overhead  # noqa: E402
+from benchmarks import bench_optim  # noqa: E402
 from benchmarks.common import machine, torch  # noqa: E402
 
 
@@ -19,6 +20,7 @@ def main() -> None:
           + "; command: `make bench`\n")
     print(bench_overhead.run())
     print(bench_large.run())
+    print(bench_optim.run())
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from ember.ops.shape import cat, stack
 from ember.record import load, load_safetensors, save, save_safetensors
 from ember.runtime import run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
+from ember import nn, optim  # after Tensor: both build on it
 
 __version__ = "0.1.0"
 
@@ -51,5 +52,6 @@ __all__ = [
     "zeros_like",
     "cat", "stack", "where",
     "run", "stats", "sync", "sync_async", "trace",
+    "nn", "optim",
     "load", "load_safetensors", "save", "save_safetensors",
 ]

@@ -14,6 +14,7 @@ API_NAMES = {
     "cat", "stack", "where", "from_dlpack",
     "ShapeError", "DTypeError", "DeviceError", "KernelError", "RecordError", "EmberError",
     "run", "trace", "stats",
+    "nn", "optim",
     "save", "load", "save_safetensors", "load_safetensors",
 }
 EXTRA_NAMES = {"Device", "DType", "Tensor"}

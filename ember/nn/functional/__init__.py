@@ -11,3 +11,16 @@ from ember.nn.functional.normalization import batch_norm, group_norm, layer_norm
 
 __all__ += ["batch_norm", "dropout", "embedding", "group_norm", "layer_norm", "rms_norm",
             "scaled_dot_product_attention"]
+from ember.nn.functional.losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+)
+
+__all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
+            "huber_loss", "kl_div", "l1_loss", "mse_loss", "nll_loss"]

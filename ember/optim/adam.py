@@ -1,0 +1,97 @@
+"""``Adam`` and ``AdamW``: adaptive moments with bias correction, optionally AMSGrad."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.ops.creation import zeros
+from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.tensor import Tensor
+
+
+class Adam(Optimizer):
+    """Adam, PyTorch's ``torch.optim.Adam`` step for step (``t`` counts each parameter's steps)::
+
+        g  = -grad if maximize else grad
+        g  = g + weight_decay · p          (Adam; AdamW instead p = p · (1 - lr · weight_decay))
+        m  = m + (1 - β1) · (g - m)        (lerp, as PyTorch)
+        v  = β2 · v + (1 - β2) · g²
+        v̂  = max(v̂, v)                     (amsgrad: the normalizer is the running max)
+        p  = p - lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps)
+
+    Args:
+        params: ``model.parameters()`` or a module.
+        lr: default 1e-3. betas: default (0.9, 0.999). eps: default 1e-8.
+        weight_decay: L2 penalty added to the gradient. Default 0.
+        amsgrad: use the maximum of past second moments. Default False.
+        maximize: ascend instead. Default False.
+
+    State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq``).
+
+    Example:
+        >>> opt = optim.Adam(model.parameters(), lr=3e-4)
+        >>> opt.step(loss.backward())
+    """
+
+    decoupled = False
+
+    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False,
+                 maximize: bool = False) -> None:
+        name = type(self).__name__
+        super().__init__(params, check_hyperparams(
+            name, lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=bool(amsgrad),
+            maximize=bool(maximize)))
+
+    def state_keys(self) -> tuple[str, ...]:
+        keys = ("step", "exp_avg", "exp_avg_sq")
+        return keys + ("max_exp_avg_sq",) if self.hyperparams["amsgrad"] else keys
+
+    def init_single(self, param: Tensor) -> dict[str, Any]:
+        def zero() -> Tensor:
+            return zeros(param.shape, dtype=param.dtype, device=param.device.inner)
+
+        state = {"step": 0, "exp_avg": zero(), "exp_avg_sq": zero()}
+        if self.hyperparams["amsgrad"]:
+            state["max_exp_avg_sq"] = zero()
+        return state
+
+    def apply_single(self, grad: Tensor, param: Tensor,
+                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
+        h = self.hyperparams
+        lr, (beta1, beta2), eps, weight_decay = h["lr"], h["betas"], h["eps"], h["weight_decay"]
+        step = state["step"] + 1
+        if h["maximize"]:
+            grad = -grad
+        if weight_decay != 0:
+            if self.decoupled:
+                param = param * (1.0 - lr * weight_decay)
+            else:
+                grad = grad + weight_decay * param
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m = m + (1.0 - beta1) * (grad - m)
+        v = v * beta2 + (1.0 - beta2) * grad * grad
+        new_state = {"step": step, "exp_avg": m, "exp_avg_sq": v}
+        # Python floats, as PyTorch computes them (its step is read back to the host).
+        step_size = lr / (1.0 - beta1 ** step)
+        bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
+        if h["amsgrad"]:
+            v = state["max_exp_avg_sq"].maximum(v)
+            new_state["max_exp_avg_sq"] = v
+        denom = v.sqrt() / bias_correction2_sqrt + eps
+        return param + (-step_size * m) / denom, new_state
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``torch.optim.AdamW``): ``p = p · (1 - lr · wd)``
+    before the Adam update, instead of adding ``wd · p`` to the gradient.
+
+    Args: as ``Adam``, with ``weight_decay`` defaulting to 1e-2.
+    """
+
+    decoupled = True
+
+    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)

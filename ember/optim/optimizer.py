@@ -1,0 +1,280 @@
+"""``Optimizer``: the thin stateful shell around a pure per-parameter update.
+
+An algorithm is two pure functions over one parameter (MLX's split):
+``init_single(param) -> state`` and ``apply_single(grad, param, state) ->
+(new_param, new_state)``. They compute with ordinary ember ops, which return
+futures, so nothing waits. The shell keeps each parameter's state in a dict
+keyed by ``Param.id``, runs the update for every parameter that has a
+gradient, under ``no_record()`` (an update is not part of any graph), and
+swaps the new value into the ``Param`` (on an autodiff device it becomes a
+fresh tracked leaf, ready for the next forward).
+
+Hyperparameters are plain Python numbers in ``opt.hyperparams`` (PyTorch's
+names and defaults); ``opt.lr`` reads and sets the learning rate, which is
+what the schedulers do. One set of hyperparameters applies to every
+parameter (PyTorch's single param group).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ember.autodiff.graph import no_record
+from ember.errors import DTypeError, ShapeError
+from ember.nn.param import Param
+from ember.tensor import Tensor
+
+
+class OptimizerStatistics(msgspec.Struct, frozen=True):
+    """Counters of an optimizer: ``step`` calls, parameters, and per-parameter updates."""
+
+    steps: int
+    params: int
+    params_with_state: int
+    updates: int
+    skipped: int  # parameters a step found no gradient for
+
+
+class Optimizer:
+    """Base of every optimizer: keeps state by ``Param.id``; subclasses define the update.
+
+    Args:
+        params: a list (or iterable) of ``nn.Param``, e.g. ``model.parameters()``,
+            or a ``Module`` (its parameters are taken).
+        hyperparams: name → Python number (or tuple of numbers), ``lr`` among them.
+
+    Subclasses implement ``init_single`` and ``apply_single`` and list the
+    names of their state tensors in ``state_keys``.
+    """
+
+    def __init__(self, params: Any, hyperparams: dict[str, Any]) -> None:
+        self.params: list[Param] = _param_list(type(self).__name__, params)
+        self.hyperparams: dict[str, Any] = dict(hyperparams)
+        self.state: dict[str, dict[str, Any]] = {}
+        # Set by the first scheduler attached (PyTorch's group["initial_lr"]).
+        self.initial_lr: float | None = None
+        self._steps = 0
+        self._updates = 0
+        self._skipped = 0
+
+    # ----- the algorithm (pure, per parameter) -------------------------------------------
+
+    def init_single(self, param: Tensor) -> dict[str, Any]:
+        """The state of a parameter before its first update (tensors and numbers)."""
+        raise NotImplementedError
+
+    def apply_single(self, grad: Tensor, param: Tensor,
+                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
+        """(new parameter value, new state) from the gradient; reads ``self.hyperparams``."""
+        raise NotImplementedError
+
+    def state_keys(self) -> tuple[str, ...]:
+        """The names a parameter's state may hold, with these hyperparameters."""
+        raise NotImplementedError
+
+    # ----- the shell ---------------------------------------------------------------------
+
+    @property
+    def lr(self) -> float:
+        return self.hyperparams["lr"]
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self.hyperparams["lr"] = _check_lr(type(self).__name__, value)
+
+    def step(self, grads: Any) -> None:
+        """Update every parameter that has a gradient in ``grads``; returns at once.
+
+        ``grads`` is what ``loss.backward()`` returned. A parameter without a
+        gradient there (unused by the loss, or already updated since that
+        backward) is skipped, as PyTorch skips a ``None`` grad. Nothing is
+        read: the new values and state are futures of ops queued on the device.
+        """
+        with no_record():
+            for param in self.params:
+                grad = grads.get(param.value)
+                if grad is None:
+                    self._skipped += 1
+                    continue
+                state = self.state.get(param.id)
+                if state is None:
+                    state = self.init_single(param.value)
+                new_value, self.state[param.id] = self.apply_single(grad, param.value, state)
+                param.value = new_value
+                self._updates += 1
+        self._steps += 1
+
+    def statistics(self) -> OptimizerStatistics:
+        return OptimizerStatistics(steps=self._steps, params=len(self.params),
+                                   params_with_state=len(self.state), updates=self._updates,
+                                   skipped=self._skipped)
+
+    # ----- state -------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain numbers and tensors, ready for ``em.save``; waits for nothing.
+
+        ``{"type": name, "hyperparams": {...}, "initial_lr": float | None,
+        "steps": int, "params": [{"id": Param.id, "state": {...}}, ...]}``:
+        ``params`` follows the parameters' order, so each entry is keyed by
+        both position and id. A state holds the step count (an int) and the
+        algorithm's tensors under PyTorch's names (``exp_avg``, ``momentum_buffer``...).
+        """
+        return {
+            "type": type(self).__name__,
+            "hyperparams": {k: list(v) if isinstance(v, tuple) else v
+                            for k, v in self.hyperparams.items()},
+            "initial_lr": self.initial_lr,
+            "steps": self._steps,
+            "params": [{"id": p.id, "state": dict(self.state.get(p.id, {}))}
+                       for p in self.params],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any], match_ids: bool = False) -> None:
+        """Restore what ``state_dict`` returned (tensors or NumPy arrays); checks it all first.
+
+        Args:
+            state_dict: from ``state_dict()`` (possibly through ``em.save`` / ``em.load``).
+            match_ids: also require each entry's id to be its parameter's
+                ``Param.id`` (ids survive ``Module.save`` / ``load``, not
+                ``load_state_dict`` from arrays). Default False: entries match
+                parameters by position, as in PyTorch, and every state tensor
+                must have its parameter's shape.
+
+        Raises:
+            ValueError: another optimizer type, another number of parameters,
+                an id that differs, or an unknown hyperparameter or state name.
+            ShapeError / DTypeError: a state tensor that does not fit its parameter.
+        """
+        name = type(self).__name__
+        kind = state_dict.get("type")
+        if kind != name:
+            raise ValueError(f"{name}.load_state_dict: the state is a {kind}'s")
+        entries = state_dict["params"]
+        if len(entries) != len(self.params):
+            raise ValueError(f"{name}.load_state_dict: the state has {len(entries)} parameters, "
+                             f"the optimizer {len(self.params)}")
+        hyperparams = dict(state_dict["hyperparams"])
+        unknown = sorted(set(hyperparams) ^ set(self.hyperparams))
+        if unknown:
+            raise ValueError(f"{name}.load_state_dict: hyperparameters differ: {unknown}")
+        for key, value in hyperparams.items():
+            if isinstance(self.hyperparams[key], tuple):
+                hyperparams[key] = tuple(value)
+        allowed = set(self.state_keys())
+        restored = {}
+        for position, (param, entry) in enumerate(zip(self.params, entries)):
+            if match_ids and entry["id"] != param.id:
+                raise ValueError(f"{name}.load_state_dict: parameter {position} has id "
+                                 f"{param.id}, the state's entry {entry['id']} (match_ids=True)")
+            state = dict(entry["state"])
+            if not state:
+                continue
+            extra = sorted(set(state) - allowed)
+            if extra:
+                raise ValueError(f"{name}.load_state_dict: parameter {position}: unknown state "
+                                 f"{extra} (expected some of {sorted(allowed)})")
+            restored[param.id] = {k: _restore(name, position, k, v, param)
+                                  for k, v in state.items()}
+        self.hyperparams = hyperparams
+        self.initial_lr = state_dict.get("initial_lr")
+        self._steps = int(state_dict.get("steps", 0))
+        self.state = restored
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparams.items())
+        return f"{type(self).__name__}({len(self.params)} params, {args})"
+
+
+def _restore(name: str, position: int, key: str, value: Any, param: Param) -> Any:
+    """A state entry as the optimizer keeps it: a tensor on the parameter's device, or a number."""
+    if key == "step":
+        return int(value)
+    if isinstance(value, Tensor | np.ndarray):
+        if tuple(value.shape) != param.shape:
+            raise ShapeError(f"{name}.load_state_dict: parameter {position}: {key} has shape "
+                             f"{tuple(value.shape)}, the parameter {param.shape}")
+        device = param.device.inner
+        if isinstance(value, np.ndarray):
+            from ember.ops.creation import tensor
+
+            value = tensor(value, device=device)
+        elif value.device.name != device.name or value.device.is_autodiff:
+            value = value.to(device)
+        if value.dtype.kind != "f":
+            raise DTypeError(f"{name}.load_state_dict: parameter {position}: {key} has dtype "
+                             f"{value.dtype.name}, expected a floating tensor")
+        return value.astype(param.dtype)  # PyTorch casts floating state to the param's dtype
+    raise TypeError(f"{name}.load_state_dict: parameter {position}: {key} must be a tensor, "
+                    f"got {type(value).__name__}")
+
+
+def _param_list(name: str, params: Any) -> list[Param]:
+    from ember.nn.module import Module
+
+    if isinstance(params, Module):
+        params = params.parameters()
+    if isinstance(params, Tensor | Param) or not isinstance(params, Iterable):
+        raise TypeError(f"{name}: params must be a list of nn.Param (e.g. model.parameters()), "
+                        f"got {type(params).__name__}")
+    params = list(params)
+    if not params:
+        raise ValueError(f"{name}: got an empty parameter list")
+    seen = set()
+    for p in params:
+        if not isinstance(p, Param):
+            hint = "; help: wrap it, nn.Param(t)" if isinstance(p, Tensor) else ""
+            raise TypeError(f"{name}: params must be nn.Param, got {type(p).__name__}{hint}")
+        if not p.trainable:
+            raise TypeError(f"{name}: a Buffer is not trainable; pass model.parameters()")
+        if p.id in seen:
+            raise ValueError(f"{name}: a parameter appears twice (id {p.id})")
+        seen.add(p.id)
+    return params
+
+
+def _check_lr(name: str, lr: Any) -> float:
+    lr = _number(name, "lr", lr)
+    if lr < 0.0:
+        raise ValueError(f"{name}: invalid learning rate: {lr}")
+    return lr
+
+
+def _number(name: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise TypeError(f"{name}: {key} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name}: {key} must not be NaN")
+    return value
+
+
+def check_hyperparams(name: str, lr: Any, **values: Any) -> dict[str, Any]:
+    """PyTorch's range checks on the common hyperparameters; returns them as floats.
+
+    ``lr``, ``eps``, ``weight_decay``, ``momentum``, ``alpha``, ``lr_decay`` and
+    ``initial_accumulator_value`` must be >= 0; each beta in [0, 1).
+    """
+    checked: dict[str, Any] = {"lr": _check_lr(name, lr)}
+    for key, value in values.items():
+        if key == "betas":
+            betas = tuple(_number(name, key, b) for b in value)
+            if len(betas) != 2:
+                raise ValueError(f"{name}: betas must be two numbers, got {value!r}")
+            for i, b in enumerate(betas):
+                if not 0.0 <= b < 1.0:
+                    raise ValueError(f"{name}: invalid beta parameter at index {i}: {b}")
+            checked[key] = betas
+        elif isinstance(value, bool):
+            checked[key] = value
+        else:
+            number = _number(name, key, value)
+            if number < 0.0:
+                raise ValueError(f"{name}: invalid {key} value: {number}")
+            checked[key] = number
+    return checked

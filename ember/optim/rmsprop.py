@@ -1,0 +1,69 @@
+"""``RMSprop``: gradients divided by a running root mean square, optionally centered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.ops.creation import zeros
+from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.tensor import Tensor
+
+
+class RMSprop(Optimizer):
+    """RMSprop, PyTorch's ``torch.optim.RMSprop`` step for step::
+
+        g   = -grad if maximize else grad
+        g   = g + weight_decay · p                    (weight_decay ≠ 0)
+        s   = α · s + (1 - α) · g²
+        a   = √(s - ḡ²) + eps, ḡ = ḡ + (1 - α)(g - ḡ) (centered)   else  √s + eps
+        b   = momentum · b + g / a;  p = p - lr · b    (momentum > 0)
+        p   = p - lr · g / a                          (otherwise)
+
+    Args:
+        params: ``model.parameters()`` or a module.
+        lr: default 1e-2. alpha: smoothing constant, default 0.99. eps: default 1e-8.
+        weight_decay, momentum: default 0. centered: default False. maximize: default False.
+
+    State per parameter: ``step``, ``square_avg`` (``momentum_buffer``, ``grad_avg``).
+    """
+
+    def __init__(self, params: Any, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 maximize: bool = False) -> None:
+        super().__init__(params, check_hyperparams(
+            "RMSprop", lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+            centered=bool(centered), maximize=bool(maximize)))
+
+    def state_keys(self) -> tuple[str, ...]:
+        h = self.hyperparams
+        return (("step", "square_avg") + (("momentum_buffer",) if h["momentum"] > 0 else ())
+                + (("grad_avg",) if h["centered"] else ()))
+
+    def init_single(self, param: Tensor) -> dict[str, Any]:
+        state: dict[str, Any] = {"step": 0}
+        for key in self.state_keys()[1:]:
+            state[key] = zeros(param.shape, dtype=param.dtype, device=param.device.inner)
+        return state
+
+    def apply_single(self, grad: Tensor, param: Tensor,
+                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
+        h = self.hyperparams
+        alpha = h["alpha"]
+        if h["maximize"]:
+            grad = -grad
+        if h["weight_decay"] != 0:
+            grad = grad + h["weight_decay"] * param
+        square_avg = state["square_avg"] * alpha + (1.0 - alpha) * grad * grad
+        new_state: dict[str, Any] = {"step": state["step"] + 1, "square_avg": square_avg}
+        if h["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg = grad_avg + (1.0 - alpha) * (grad - grad_avg)
+            new_state["grad_avg"] = grad_avg
+            avg = (square_avg - grad_avg * grad_avg).sqrt() + h["eps"]
+        else:
+            avg = square_avg.sqrt() + h["eps"]
+        if h["momentum"] > 0:
+            buf = state["momentum_buffer"] * h["momentum"] + grad / avg
+            new_state["momentum_buffer"] = buf
+            return param - h["lr"] * buf, new_state
+        return param + (-h["lr"] * grad) / avg, new_state

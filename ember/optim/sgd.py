@@ -1,0 +1,68 @@
+"""``SGD``: stochastic gradient descent with momentum, Nesterov, dampening and weight decay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.tensor import Tensor
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, PyTorch's ``torch.optim.SGD`` step for step::
+
+        g = -grad if maximize else grad
+        g = g + weight_decay · p                                  (weight_decay ≠ 0)
+        b = g (first step), else momentum · b + (1 - dampening) · g   (momentum ≠ 0)
+        g = g + momentum · b if nesterov else b                   (momentum ≠ 0)
+        p = p - lr · g
+
+    Args:
+        params: ``model.parameters()`` (a list of ``nn.Param``) or a module.
+        lr: learning rate. Default 1e-3 (PyTorch's).
+        momentum, dampening, weight_decay: default 0.
+        nesterov: Nesterov momentum (needs momentum > 0 and dampening 0). Default False.
+        maximize: ascend instead. Default False.
+
+    State per parameter: ``momentum_buffer`` (with momentum).
+
+    Example:
+        >>> opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> opt.step(loss.backward())
+    """
+
+    def __init__(self, params: Any, lr: float = 1e-3, momentum: float = 0.0,
+                 dampening: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0,
+                 maximize: bool = False) -> None:
+        hyper = check_hyperparams("SGD", lr, momentum=momentum, dampening=dampening,
+                                  weight_decay=weight_decay, nesterov=bool(nesterov),
+                                  maximize=bool(maximize))
+        if nesterov and (hyper["momentum"] <= 0 or hyper["dampening"] != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, hyper)
+
+    def state_keys(self) -> tuple[str, ...]:
+        return ("momentum_buffer",) if self.hyperparams["momentum"] != 0 else ()
+
+    def init_single(self, param: Tensor) -> dict[str, Any]:
+        return {}  # the buffer starts as the first gradient
+
+    def apply_single(self, grad: Tensor, param: Tensor,
+                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
+        h = self.hyperparams
+        if h["maximize"]:
+            grad = -grad
+        if h["weight_decay"] != 0:
+            grad = grad + h["weight_decay"] * param
+        momentum = h["momentum"]
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = grad  # tensors are values: no clone needed
+            else:
+                dampening = h["dampening"]
+                # (1 - 0) · g is g exactly: skip an op over the whole tensor.
+                buf = buf * momentum + (grad if dampening == 0 else (1.0 - dampening) * grad)
+            state = {"momentum_buffer": buf}
+            grad = grad + momentum * buf if h["nesterov"] else buf
+        return param - h["lr"] * grad, state
