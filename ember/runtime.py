@@ -21,8 +21,8 @@ def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
 
 
 def _actors(device: Device | str | None) -> list:
-    if device is None:
-        return live_actors()
+    if device is None:  # every device that can still have work (a crashed one cannot)
+        return [a for a in live_actors() if a.alive()]
     return [resolve_device(device).actor]
 
 
