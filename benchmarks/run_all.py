@@ -10,6 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import bench_large, bench_overhead  # noqa: E402
 from benchmarks import bench_optim  # noqa: E402
+from benchmarks import bench_conv  # noqa: E402
 from benchmarks.common import machine, torch  # noqa: E402
 
 
@@ -20,6 +21,7 @@ def main() -> None:
           + "; command: `make bench`\n")
     print(bench_overhead.run())
     print(bench_large.run())
+    print(bench_conv.run())
     print(bench_optim.run())
 
 

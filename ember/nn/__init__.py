@@ -26,3 +26,8 @@ __all__ += [
     "LSTMCell", "LayerNorm", "MultiHeadAttention", "RMSNorm", "RNN", "RNNCell",
     "TransformerEncoderLayer",
 ]
+from ember.nn.layers.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from ember.nn.layers.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+
+__all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose1d",
+            "ConvTranspose2d", "MaxPool2d"]

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ember.kernels.numpy import (  # noqa: F401  (each module registers its kernels)
+    conv,
     creation,
     elementwise,
     indexing,

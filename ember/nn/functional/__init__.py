@@ -24,3 +24,15 @@ from ember.nn.functional.losses import (
 
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
             "huber_loss", "kl_div", "l1_loss", "mse_loss", "nll_loss"]
+from ember.nn.functional.conv import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    max_pool2d,
+)
+
+__all__ += ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
+            "conv_transpose2d", "max_pool2d"]

@@ -1,0 +1,109 @@
+"""Pooling layers: ``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` (no parameters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.nn.functional import conv as F
+from ember.nn.module import Module
+from ember.tensor import Tensor
+
+
+class MaxPool2d(Module):
+    """The maximum over each window, as ``torch.nn.MaxPool2d``.
+
+    Args:
+        kernel_size: an int or an (h, w) pair.
+        stride: default (None) the kernel size.
+        padding: implicit -inf cells on both sides, at most half the kernel. Default 0.
+        dilation: spacing of a window's cells. Default 1.
+        return_indices: also return the flat index (h · W + w) of each chosen cell.
+        ceil_mode: round the output size up instead of down.
+
+    Shape:
+        (N, C, H, W) or (C, H, W) → (..., H_out, W_out),
+        H_out = floor_or_ceil((H + 2·p - d·(k - 1) - 1) / s) + 1.
+
+    Example:
+        >>> nn.MaxPool2d(2)(em.randn(8, 16, 32, 32)).shape
+        (8, 16, 16, 16)
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """The mean over each window, as ``torch.nn.AvgPool2d``.
+
+    Args:
+        kernel_size: an int or an (h, w) pair.
+        stride: default (None) the kernel size.
+        padding: implicit zero cells on both sides, at most half the kernel. Default 0.
+        ceil_mode: round the output size up instead of down.
+        count_include_pad: count the zero padding in each window's divisor. Default True.
+        divisor_override: divide every window's sum by this instead. Default None.
+
+    Shape:
+        (N, C, H, W) or (C, H, W) → (..., H_out, W_out),
+        H_out = floor_or_ceil((H + 2·p - k) / s) + 1.
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """The mean over adaptive windows that give a fixed output size, as PyTorch's.
+
+    Output cell ``i`` of ``O`` along an input dim of size ``S`` averages cells
+    ``floor(i·S/O)`` to ``ceil((i+1)·S/O) - 1``. ``AdaptiveAvgPool2d(1)`` is global
+    average pooling.
+
+    Args:
+        output_size: an int or an (h, w) pair; None in the pair keeps that input size.
+
+    Shape:
+        (N, C, H, W) or (C, H, W) → (..., h, w).
+    """
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
