@@ -38,7 +38,8 @@ from ember.ops.shape import cat, stack
 from ember.record import load, load_safetensors, save, save_safetensors
 from ember.runtime import run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
-from ember import nn, optim  # after Tensor: both build on it
+from ember.nn.config import Config
+from ember import nn, optim, train  # after Tensor: they build on it
 
 __version__ = "0.1.0"
 
@@ -52,6 +53,6 @@ __all__ = [
     "zeros_like",
     "cat", "stack", "where",
     "run", "stats", "sync", "sync_async", "trace",
-    "nn", "optim",
+    "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",
 ]

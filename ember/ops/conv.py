@@ -273,8 +273,8 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
 
 def _needs_grad(ctx: Any, index: int) -> bool:
     """Whether input ``index`` is tracked: skip the (costly) gradients nobody reads."""
-    parents = ctx.node.parents
-    return index < len(parents) and parents[index] is not None
+    needs = ctx.needs_input_grad
+    return index < len(needs) and needs[index]
 
 
 def _bias_grad(ctx: Any, grad: Tensor, spatial: int) -> Tensor | None:

@@ -264,7 +264,7 @@ not_differentiable("floordiv", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isi
 
 def _wants(ctx: Any, i: int) -> bool:
     """Whether a gradient flows to tensor input ``i`` (it is tracked)."""
-    return ctx.node.parents[i] is not None
+    return ctx.needs_input_grad[i]
 
 
 def _scalar_operand(ctx: Any) -> tuple[bool | int | float, bool] | None:

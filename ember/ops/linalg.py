@@ -90,7 +90,7 @@ def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
     b2 = b if b.ndim >= 2 else reshape(b, (b.shape[0], 1))
     batch = grad.shape[:grad.ndim - (a.ndim >= 2) - (b.ndim >= 2)]
     g2 = reshape(grad, batch + (a2.shape[-2], b2.shape[-1]))
-    tracked_a, tracked_b = (p is not None for p in ctx.node.parents)
+    tracked_a, tracked_b = ctx.needs_input_grad
     grad_a = grad_b = None
     if tracked_a:
         grad_a = matmul(g2, transpose(b2, -2, -1))
