@@ -8,7 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import bench_large, bench_overhead  # noqa: E402
+from benchmarks import bench_autodiff, bench_large, bench_overhead  # noqa: E402
 from benchmarks import bench_optim  # noqa: E402
 from benchmarks import bench_conv  # noqa: E402
 from benchmarks.common import machine, torch  # noqa: E402
@@ -22,6 +22,7 @@ def main() -> None:
     print(bench_overhead.run())
     print(bench_large.run())
     print(bench_conv.run())
+    print(bench_autodiff.run())
     print(bench_optim.run())
 
 
