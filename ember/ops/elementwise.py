@@ -23,52 +23,31 @@ from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable, not_differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError
+from ember.ops import dtype_rules as rules
 from ember.ops._core import broadcast_shapes, call, same_device
 from ember.tensor import Tensor
 
 # ----- dtype rules: compute dtype -> output dtype, or a DTypeError -------------------------
 
 
-def _keep(op: str, d: DType) -> DType:
-    return d
-
-
-def _numeric(op: str, d: DType) -> DType:
-    if d.kind == "b":
-        raise DTypeError(f"{op}: not defined for bool tensors; help: convert with .to(em.int64) "
-                         f"or use the logical operators & | ^ ~")
-    return d
-
-
-def _floating(op: str, d: DType) -> DType:
-    return d if d.kind == "f" else _dtype.DEFAULT_FLOAT
-
-
-def _to_bool(op: str, d: DType) -> DType:
-    return _dtype.bool_
-
-
-def _integral(op: str, d: DType) -> DType:
-    if d.kind == "f":
-        raise DTypeError(f"{op}: needs bool or integer tensors, got {d.name}")
-    return d
-
-
 _BINARY_RULES = {
-    "add": _keep, "mul": _keep, "sub": _numeric, "div": _floating, "floordiv": _numeric,
-    "remainder": _numeric, "pow": _numeric, "maximum": _keep, "minimum": _keep,
-    "eq": _to_bool, "ne": _to_bool, "lt": _to_bool, "le": _to_bool, "gt": _to_bool,
-    "ge": _to_bool, "bitwise_and": _integral, "bitwise_or": _integral, "bitwise_xor": _integral,
+    "add": rules.keep, "mul": rules.keep, "maximum": rules.keep, "minimum": rules.keep,
+    "sub": rules.numeric, "floordiv": rules.numeric, "remainder": rules.numeric,
+    "pow": rules.numeric, "div": rules.floating,
+    "eq": rules.to_bool, "ne": rules.to_bool, "lt": rules.to_bool, "le": rules.to_bool,
+    "gt": rules.to_bool, "ge": rules.to_bool,
+    "bitwise_and": rules.integral, "bitwise_or": rules.integral, "bitwise_xor": rules.integral,
 }
 
 _UNARY_RULES = {
-    "neg": _numeric, "abs": _numeric, "sign": _keep, "floor": _numeric, "ceil": _numeric,
-    "round": _numeric, "relu": _numeric,
-    "exp": _floating, "log": _floating, "log1p": _floating, "sqrt": _floating,
-    "rsqrt": _floating, "sin": _floating, "cos": _floating, "tanh": _floating,
-    "sigmoid": _floating, "gelu": _floating, "gelu_tanh": _floating, "silu": _floating,
-    "erf": _floating, "reciprocal": _floating,
-    "isnan": _to_bool, "isinf": _to_bool, "bitwise_not": _integral,
+    "neg": rules.numeric, "abs": rules.numeric, "floor": rules.numeric, "ceil": rules.numeric,
+    "round": rules.numeric, "relu": rules.numeric, "sign": rules.keep,
+    "exp": rules.floating, "log": rules.floating, "log1p": rules.floating,
+    "sqrt": rules.floating, "rsqrt": rules.floating, "sin": rules.floating,
+    "cos": rules.floating, "tanh": rules.floating, "sigmoid": rules.floating,
+    "gelu": rules.floating, "gelu_tanh": rules.floating, "silu": rules.floating,
+    "erf": rules.floating, "reciprocal": rules.floating,
+    "isnan": rules.to_bool, "isinf": rules.to_bool, "bitwise_not": rules.integral,
 }
 
 _SCALAR_TYPES = (bool, int, float)
@@ -208,7 +187,7 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     dtype = _dtype.result_type([(t.dtype, bool(t.shape) or t is x) for t in tensors],
                                [_dtype.scalar_kind(v) for v in bounds
                                 if v is not None and type(v) is not Tensor])
-    _numeric("clamp", dtype)
+    rules.numeric("clamp", dtype)
     if len(tensors) > 1:
         out = x if min is None else binary("maximum", x, min)
         return out if max is None else binary("minimum", out, max)

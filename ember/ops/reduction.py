@@ -20,8 +20,8 @@ from typing import Any
 
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable, not_differentiable
-from ember.dtype import DType
-from ember.errors import DTypeError, ShapeError
+from ember.errors import ShapeError
+from ember.ops import dtype_rules as rules
 from ember.ops._core import call, normalize_dim, normalize_dims
 from ember.tensor import Tensor
 
@@ -30,33 +30,11 @@ Dims = int | tuple[int, ...] | list[int] | None
 # ----- dtype rules: input dtype -> output dtype, or a DTypeError ---------------------------
 
 
-def _widen_integers(op: str, d: DType) -> DType:
-    return d if d.kind == "f" else _dtype.int64
-
-
-def _floating_only(op: str, d: DType) -> DType:
-    if d.kind != "f":
-        raise DTypeError(f"{op}: needs a floating-point tensor, got {d.name} (as in PyTorch); "
-                         f"help: convert first with .to(em.float32)")
-    return d
-
-
-def _floating(op: str, d: DType) -> DType:
-    return d if d.kind == "f" else _dtype.DEFAULT_FLOAT
-
-
-def _keep(op: str, d: DType) -> DType:
-    return d
-
-
-def _to_bool(op: str, d: DType) -> DType:
-    return _dtype.bool_
-
-
 _RULES = {
-    "sum": _widen_integers, "prod": _widen_integers, "mean": _floating_only,
-    "max": _keep, "min": _keep, "any": _to_bool, "all": _to_bool, "logsumexp": _floating,
-    "var": _floating_only, "std": _floating_only,
+    "sum": rules.widen_integers, "prod": rules.widen_integers, "mean": rules.floating_only,
+    "max": rules.keep, "min": rules.keep, "any": rules.to_bool, "all": rules.to_bool,
+    "logsumexp": rules.floating,
+    "var": rules.floating_only, "std": rules.floating_only,
 }
 
 # Reductions without an identity: over no elements they have no value.
@@ -161,7 +139,7 @@ def var(op: str, x: Tensor, dim: Dims = None, keepdim: bool = False,
         >>> em.tensor([1.0, 2.0, 4.0]).var(correction=0).item()
         1.5555...
     """
-    dtype = _floating_only(op, x.dtype)
+    dtype = rules.floating_only(op, x.dtype)
     if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
         raise TypeError(f"{op}: correction must be an int or a float, "
                         f"got {type(correction).__name__}")
@@ -227,7 +205,7 @@ def cumsum(x: Tensor, dim: int) -> Tensor:
         [1, 3, 6]
     """
     axis = normalize_dim("cumsum", dim, x.ndim)
-    return call("cumsum", (x,), x.shape, _widen_integers("cumsum", x.dtype), (axis,))
+    return call("cumsum", (x,), x.shape, rules.widen_integers("cumsum", x.dtype), (axis,))
 
 
 # ----- gradients --------------------------------------------------------------------------

@@ -6,7 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from ember.kernels.numpy import (  # noqa: F401  (each module registers its kernels)
+# Importing each kernel module registers its kernels in the table.
+import ember.kernels.numpy.conv  # noqa: F401
+import ember.kernels.numpy.creation  # noqa: F401
+import ember.kernels.numpy.elementwise  # noqa: F401
+import ember.kernels.numpy.indexing  # noqa: F401
+import ember.kernels.numpy.linalg  # noqa: F401
+import ember.kernels.numpy.reduction  # noqa: F401
+import ember.kernels.numpy.shape  # noqa: F401
+import ember.kernels.numpy.sorting  # noqa: F401
     conv,
     creation,
     elementwise,
