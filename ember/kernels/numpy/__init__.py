@@ -15,15 +15,6 @@ import ember.kernels.numpy.linalg  # noqa: F401
 import ember.kernels.numpy.reduction  # noqa: F401
 import ember.kernels.numpy.shape  # noqa: F401
 import ember.kernels.numpy.sorting  # noqa: F401
-    conv,
-    creation,
-    elementwise,
-    indexing,
-    linalg,
-    reduction,
-    shape,
-    sorting,
-)
 from ember.kernels.numpy.pool import BufferPool
 from ember.kernels.numpy.table import KERNELS, NP
 
