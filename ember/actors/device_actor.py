@@ -30,6 +30,7 @@ from ember.actors.ir import Barrier, Call, Check, Drop, Fetch, MultiCall, Receiv
 from ember.actors.stats import Stats
 from ember.actors.waiter import Waiter
 from ember.errors import KernelError
+from ember.kernels.fusion.planner import FusedGroup
 
 _tickets = itertools.count(1)
 # Buffers on their way between actors: ticket -> (source actor, waiter).
@@ -44,6 +45,8 @@ _PROGRESS_EVERY = 256
 # read, a sync or a full batch cuts it short. A guess: ~200 tiny ops' submission.
 LINGER_S = float(os.environ.get("EMBER_LINGER_US", "1000")) / 1e6
 _BATCH_OPS = 1024
+# EMBER_FUSION=0 runs every op on its own (identical results; for debugging and comparison).
+FUSION = os.environ.get("EMBER_FUSION", "1") not in ("", "0")
 
 
 def format_site(site: tuple[str, int]) -> str:
@@ -94,6 +97,10 @@ class DeviceActor:
         self._batches = 0
         self._bytes_held = 0
         self._peak_bytes_held = 0
+        self._groups = 0
+        self._ops_fused = 0
+        make_planner = getattr(backend, "fusion_planner", None)
+        self._planner = make_planner() if FUSION and make_planner is not None else None
         self._thread = threading.Thread(target=self._loop, name=f"ember-{name}", daemon=True)
         self._thread.start()
 
@@ -191,6 +198,9 @@ class DeviceActor:
             ops_submitted=self._submitted,
             ops_executed=self._executed,
             kernels_launched=self._kernels,
+            ops_fused=self._ops_fused,
+            groups=self._groups,
+            plan_cache_hits=self._planner.plan_cache_hits if self._planner is not None else 0,
             bytes_held=self._bytes_held,
             peak_bytes_held=self._peak_bytes_held,
             queue_depth=len(self._pending),
@@ -250,6 +260,8 @@ class DeviceActor:
 
     def _run_batch(self, batch: list) -> None:
         self._batches += 1
+        if self._planner is not None:
+            batch = self._planner.plan(batch, self._stored_dtype)
         handlers = self._handlers
         traces = _trace.active()
         for i, msg in enumerate(batch, 1):
@@ -274,14 +286,19 @@ class DeviceActor:
 
     def _trace_event(self, traces: list, msg: Any, start: int) -> None:
         kind = type(msg)
+        category = "op"
         if kind is Call or kind is MultiCall:
             name, site = msg.op, format_site(msg.site)
+        elif kind is FusedGroup:
+            name = "+".join(m.op for m in msg.members)
+            site = ", ".join(dict.fromkeys(format_site(m.site) for m in msg.members))
+            category = "group"
         elif kind is Upload or kind is Receive:
             name, site = kind.__name__.lower(), format_site(msg.site)
         else:
             name, site = kind.__name__.lower(), ""
         event = _trace.TraceEvent(name, self.name, threading.current_thread().name, start,
-                                  _trace.now_ns() - start, site)
+                                  _trace.now_ns() - start, site, category)
         for t in traces:
             t.record(event)
 
@@ -313,6 +330,33 @@ class DeviceActor:
             return
         self._kernels += 1
         self._store(msg.out, value)
+
+    def _stored_dtype(self, tensor_id: int) -> str | None:
+        value = self._env.get(tensor_id)
+        return None if value is None else str(value.dtype)
+
+    def _on_fused(self, group: FusedGroup) -> None:
+        members = group.members
+        if self._failed and self._inputs_failed(group.inputs) is not None:
+            return self._run_unfused(members)
+        env = self._env
+        try:
+            values = self.backend.run_fused(group, self._planner.program(group),
+                                            [env[i] for i in group.inputs])
+        except Exception:
+            return self._run_unfused(members)
+        self._executed += len(members)
+        self._kernels += 1
+        self._groups += 1
+        self._ops_fused += len(members)
+        for tensor_id, value in values:
+            self._store(tensor_id, value)
+
+    def _run_unfused(self, members: tuple) -> None:
+        # A failure fails only what depends on it: members run one by one (kernels are
+        # pure, so running them again is safe) and each failure marks its own outputs.
+        for member in members:
+            self._on_call(member)
 
     def _on_multi_call(self, msg: MultiCall) -> None:
         self._executed += 1
@@ -399,6 +443,7 @@ class DeviceActor:
         Barrier: _on_barrier,
         Send: _on_send,
         Receive: _on_receive,
+        FusedGroup: _on_fused,
     }
 
 

@@ -15,6 +15,8 @@ import ember.kernels.numpy.linalg  # noqa: F401
 import ember.kernels.numpy.reduction  # noqa: F401
 import ember.kernels.numpy.shape  # noqa: F401
 import ember.kernels.numpy.sorting  # noqa: F401
+from ember.kernels.fusion.planner import FusionPlanner
+from ember.kernels.numpy import fused
 from ember.kernels.numpy.pool import BufferPool
 from ember.kernels.numpy.table import KERNELS, NP
 
@@ -34,6 +36,15 @@ class NumpyBackend:
             # Some NumPy reductions return scalars; the environment holds arrays only.
             return np.asarray(result, dtype=NP[msg.dtype])
         return result
+
+    # No GPU-style limit on kernel arguments; a guess that keeps chunk working sets small.
+    MAX_FUSED_INPUTS = 16
+
+    def fusion_planner(self) -> FusionPlanner:
+        return FusionPlanner(fused.fusible, self.MAX_FUSED_INPUTS)
+
+    def run_fused(self, group: Any, program: Any, inputs: list) -> list:
+        return fused.run_fused(group, program, inputs, self.pool)
 
     def upload(self, data: np.ndarray) -> np.ndarray:
         return data

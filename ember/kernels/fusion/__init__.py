@@ -1,0 +1,1 @@
+"""Fusion: planning groups of ops in a device's stream (backend-independent)."""
