@@ -70,6 +70,42 @@ def _reads(msg: Any) -> tuple[int, ...]:
     return ()
 
 
+# Members per group at most: bounds program size and the cache key (a guess; chains
+# longer than this split into consecutive groups).
+MAX_MEMBERS = 64
+
+
+class _Run:
+    """The run being built: its members, what they produce, what they read from outside."""
+
+    __slots__ = ("members", "produced", "external", "shape", "end")
+
+    def __init__(self) -> None:
+        self.members: list[Call] = []
+        self.produced: set[int] = set()
+        self.external: dict[int, None] = {}  # ordered set
+        self.shape: tuple[int, ...] | None = None
+        self.end = -1
+
+    def accepts(self, msg: Call, max_inputs: int) -> bool:
+        if not self.members:
+            return True
+        if msg.shape != self.shape or len(self.members) >= MAX_MEMBERS:
+            return False
+        new = sum(1 for i in msg.inputs if i not in self.produced and i not in self.external)
+        return len(self.external) + new <= max_inputs
+
+    def add(self, msg: Call, position: int) -> None:
+        if not self.members:
+            self.shape = msg.shape
+        for i in msg.inputs:
+            if i not in self.produced:
+                self.external.setdefault(i)
+        self.members.append(msg)
+        self.produced.add(msg.out)
+        self.end = position
+
+
 class FusionPlanner:
     """Plans fused groups for one backend.
 
@@ -106,63 +142,46 @@ class FusionPlanner:
             for i in _reads(msg):
                 last_read[i] = position
         out: list = []
-        run: list[Call] = []
+        run = _Run()
         deferred: list = []
-        run_end = -1
         for position, msg in enumerate(batch):
             kind = type(msg)
-            if kind is Drop and run:
+            if kind is Drop and run.members:
                 deferred.append(msg)
                 continue
             fusible = kind is Call and msg.op in ELEMENTWISE and self._fusible(msg, dtype_of)
             _note_dtypes(msg, made_here)
-            if fusible and self._joins(run, msg):
-                run.append(msg)
-                run_end = position
+            if fusible and run.accepts(msg, self.max_inputs):
+                run.add(msg, position)
                 continue
-            self._close(run, run_end, out, dropped, last_read)
+            self._close(run, out, dropped, last_read)
             out.extend(deferred)
-            run, deferred = [], []
+            run, deferred = _Run(), []
             if fusible:
-                run.append(msg)
-                run_end = position
+                run.add(msg, position)
             else:
                 out.append(msg)
-        self._close(run, run_end, out, dropped, last_read)
+        self._close(run, out, dropped, last_read)
         out.extend(deferred)
         return out
 
-    def _joins(self, run: list[Call], msg: Call) -> bool:
-        if not run:
-            return True
-        if msg.shape != run[0].shape:
-            return False
-        produced = {m.out for m in run}
-        external = {i for m in run for i in m.inputs if i not in produced}
-        external.update(i for i in msg.inputs if i not in produced)
-        return len(external) <= self.max_inputs
-
-    def _close(self, run: list[Call], run_end: int, out: list, dropped: set,
-               last_read: dict[int, int]) -> None:
-        if not run:
+    def _close(self, run: _Run, out: list, dropped: set, last_read: dict[int, int]) -> None:
+        members = run.members
+        if not members:
             return
-        if len(run) == 1:
-            out.append(run[0])
+        if len(members) == 1:
+            out.append(members[0])
             return
-        members = tuple(run)
-        produced = {m.out: j for j, m in enumerate(members)}
-        inputs: list[int] = []
-        for m in members:
-            for i in m.inputs:
-                if i not in produced and i not in inputs:
-                    inputs.append(i)
+        members = tuple(members)
+        inputs = tuple(run.external)
         outputs = tuple(m.out for m in members
-                        if m.out not in dropped or last_read.get(m.out, -1) > run_end)
+                        if m.out not in dropped or last_read.get(m.out, -1) > run.end)
         slot = {i: k for k, i in enumerate(inputs)}
         slot.update({m.out: len(inputs) + j for j, m in enumerate(members)})
+        kept = set(outputs)
         key = (tuple((m.op, m.attrs, m.dtype, tuple(slot[i] for i in m.inputs)) for m in members),
-               len(inputs), tuple(m.out in outputs for m in members))
-        out.append(FusedGroup(members, tuple(inputs), outputs, members[0].shape, key))
+               len(inputs), tuple(m.out in kept for m in members))
+        out.append(FusedGroup(members, inputs, outputs, members[0].shape, key))
 
     def program(self, group: FusedGroup) -> Program:
         """The group's evaluation program, built once per relative structure."""
