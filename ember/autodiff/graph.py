@@ -11,8 +11,8 @@ never by a global list, so a graph is freed with the last handle into it.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +21,10 @@ from ember.autodiff.rules import BACKWARD, NOT_DIFFERENTIABLE, Rule
 from ember.errors import EmberError
 
 _seq = itertools.count(1)
-_local = threading.local()
+# A context variable, not a thread-local: each trio task has its own context, so one
+# task's gradient emission never pauses recording in another task on the same thread.
+_paused: contextvars.ContextVar[bool] = contextvars.ContextVar("ember_record_paused",
+                                                              default=False)
 
 LEAF = "leaf"
 SELECT = "select"  # one output of a multi-output node
@@ -54,18 +57,17 @@ class Node:
 
 
 def is_recording() -> bool:
-    return not getattr(_local, "paused", False)
+    return not _paused.get()
 
 
 @contextmanager
 def no_record() -> Iterator[None]:
     """Ops inside the block record no nodes (used while emitting gradient ops)."""
-    before = getattr(_local, "paused", False)
-    _local.paused = True
+    token = _paused.set(True)
     try:
         yield
     finally:
-        _local.paused = before
+        _paused.reset(token)
 
 
 def leaf(tensor: Any) -> Node:
@@ -79,7 +81,7 @@ def _is_checkpoint(parent: Node | None) -> bool:
 
 def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
     """Called by every op on an autodiff device, after its outputs exist."""
-    if getattr(_local, "paused", False):
+    if _paused.get():
         return
     parents = tuple([t._node for t in inputs])
     if not any(p is not None for p in parents) or op in NOT_DIFFERENTIABLE:
