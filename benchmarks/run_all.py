@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import bench_autodiff, bench_large, bench_overhead  # noqa: E402
 from benchmarks import bench_optim  # noqa: E402
 from benchmarks import bench_conv  # noqa: E402
+from benchmarks import bench_fusion  # noqa: E402
 from benchmarks.common import machine, torch  # noqa: E402
 
 
@@ -24,6 +25,7 @@ def main() -> None:
     print(bench_conv.run())
     print(bench_autodiff.run())
     print(bench_optim.run())
+    print(bench_fusion.run())
 
 
 if __name__ == "__main__":

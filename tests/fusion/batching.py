@@ -1,0 +1,49 @@
+"""``one_batch(device)``: everything submitted inside the block runs in one worker batch.
+
+Fusion plans one batch at a time, and a batch is whatever the worker drained
+when it woke. Building ops and then reading usually gives one batch, but a
+slow caller can outlast the worker's linger and split it. Here the worker is
+held inside a kernel that waits on a gate until the block ends, so every op
+submitted in the block is queued when it next drains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import ember as em
+from ember.kernels.numpy.table import KERNELS
+from ember.ops._core import call
+
+_holds: dict[int, tuple[threading.Event, threading.Event]] = {}
+
+
+def _hold_kernel(msg, pool, x):
+    started, gate = _holds[msg.attrs[0]]
+    started.set()
+    if not gate.wait(30):
+        raise TimeoutError("one_batch: the gate never opened")
+    return x.copy()
+
+
+KERNELS.setdefault("test_fusion_hold", _hold_kernel)
+
+
+@contextlib.contextmanager
+def one_batch(device: em.Device) -> Iterator[None]:
+    """Hold ``device``'s worker until the block ends (do not read or sync inside it)."""
+    started, gate = threading.Event(), threading.Event()
+    key = id(gate)
+    _holds[key] = (started, gate)
+    seed = em.zeros(1, device=device.inner)
+    hold = call("test_fusion_hold", (seed,), (1,), em.float32, (key,))
+    try:
+        if not started.wait(30):
+            raise TimeoutError(f"one_batch: the worker of {device} never reached the hold")
+        yield
+    finally:
+        gate.set()
+        del hold, seed
+        _holds.pop(key, None)
