@@ -59,7 +59,7 @@ def trace() -> Iterator[_trace.Trace]:
     recording = _trace.start()
     try:
         yield recording
-        for actor in live_actors():
+        for actor in _actors(None):
             actor.wait(actor.barrier())
     finally:
         _trace.stop(recording)
