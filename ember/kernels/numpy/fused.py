@@ -67,12 +67,14 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
                       [f[start:stop] if f is not None else None for f in flat_full],
                       (scratch, (CHUNK_ELEMENTS,), stop - start))
         return _materialized(members, full)
+    stored = full  # the full-shape arrays to return; the blocks below may see them merged
+    shape, inputs, full = _merge_leading_dims(shape, inputs, full)
     rows = shape[0]
     inner = total // rows if rows else 0
     block = max(1, CHUNK_ELEMENTS // max(inner, 1))
     if rows <= 1 or block >= rows:
         _evaluate(program, members, inputs, full, None)
-        return _materialized(members, full)
+        return _materialized(members, stored)
     scratch = [None] * len(members)
     for start in range(0, rows, block):
         stop = min(start + block, rows)
@@ -80,7 +82,50 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
                   [a[start:stop] if _spans_rows(a, shape) else a for a in inputs],
                   [f[start:stop] if f is not None else None for f in full],
                   (scratch, (block, *shape[1:]), stop - start))
-    return _materialized(members, full)
+    return _materialized(members, stored)
+
+
+def _merge_leading_dims(shape: tuple[int, ...], inputs: list,
+                        full: list) -> tuple[tuple[int, ...], list, list]:
+    """Merge the most leading dims that every input either spans fully or broadcasts over.
+
+    Blocks are cut along the first dim, so (8, 512, 4096) with a (8, 512, 1) input is
+    best seen as (4096, 4096) with a (4096, 1) input: chunks of 8 rows fit in cache,
+    where cutting the first dim alone gives 2M-element chunks.
+    """
+    ndim = len(shape)
+    arrays = [a for a in inputs if isinstance(a, np.ndarray) and a.ndim]
+    merge = 1
+    for k in range(2, ndim):
+        if all(_leading_kind(a, shape, k) is not None for a in arrays):
+            merge = k
+        else:
+            break
+    if merge == 1:
+        return shape, inputs, full
+    rows = math.prod(shape[:merge])
+    merged = (rows, *shape[merge:])
+    new_inputs = []
+    for a in inputs:
+        if isinstance(a, np.ndarray) and a.ndim:
+            padded = (1,) * (ndim - a.ndim) + a.shape
+            if _leading_kind(a, shape, merge) == "full":
+                a = a.reshape((rows, *padded[merge:]))
+            else:
+                a = a.reshape(padded[merge:])
+        new_inputs.append(a)
+    return merged, new_inputs, [f.reshape(merged) if f is not None else None for f in full]
+
+
+def _leading_kind(a: np.ndarray, shape: tuple[int, ...], k: int) -> str | None:
+    """"full" if ``a`` spans the first ``k`` dims of ``shape``, "broadcast" if it is 1 there."""
+    padded = (1,) * (len(shape) - a.ndim) + a.shape
+    head = padded[:k]
+    if head == shape[:k]:
+        return "full"
+    if all(d == 1 for d in head):
+        return "broadcast"
+    return None
 
 
 def _spans_rows(a: Any, shape: tuple[int, ...]) -> bool:
