@@ -286,26 +286,26 @@ def _bias_grad(ctx: Any, grad: Tensor, spatial: int) -> Tensor | None:
 @differentiable("conv1d", "conv2d", compute_bound=True)
 def _conv_backward(ctx: Any, grad: Tensor) -> tuple:
     """x̄ = conv_transpose(ḡ, w) (cropped to x's size); w̄ = the columns of x times ḡ."""
-    x, weight = ctx.inputs[:2]
-    spatial = weight.ndim - 2
-    grad_x = grad_w = None
-    if _needs_grad(ctx, 0):
-        grad_x = call(f"conv_transpose{spatial}d", (grad, weight), x.shape, x.dtype, ctx.attrs)
-    if _needs_grad(ctx, 1):
-        grad_w = call("conv_weight_grad", (x, grad), weight.shape, weight.dtype, ctx.attrs)
-    return grad_x, grad_w, _bias_grad(ctx, grad, spatial)
+    return _convolution_grads(ctx, grad, "conv_transpose", transposed=False)
 
 
 @differentiable("conv_transpose1d", "conv_transpose2d", compute_bound=True)
 def _conv_transpose_backward(ctx: Any, grad: Tensor) -> tuple:
     """x̄ = conv(ḡ, w), the forward convolution; w̄ = the columns of ḡ times x."""
+    return _convolution_grads(ctx, grad, "conv", transposed=True)
+
+
+def _convolution_grads(ctx: Any, grad: Tensor, input_op: str, transposed: bool) -> tuple:
+    """The three gradients of a convolution or a transposed one: each is the other's
+    input gradient, and the weight gradient correlates input and output gradient."""
     x, weight = ctx.inputs[:2]
     spatial = weight.ndim - 2
     grad_x = grad_w = None
     if _needs_grad(ctx, 0):
-        grad_x = call(f"conv{spatial}d", (grad, weight), x.shape, x.dtype, ctx.attrs)
+        grad_x = call(f"{input_op}{spatial}d", (grad, weight), x.shape, x.dtype, ctx.attrs)
     if _needs_grad(ctx, 1):
-        grad_w = call("conv_weight_grad", (grad, x), weight.shape, weight.dtype, ctx.attrs)
+        columns = (grad, x) if transposed else (x, grad)
+        grad_w = call("conv_weight_grad", columns, weight.shape, weight.dtype, ctx.attrs)
     return grad_x, grad_w, _bias_grad(ctx, grad, spatial)
 
 

@@ -100,7 +100,21 @@ class _ConvNd(Module):
         return text
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """A forward convolution layer: PyTorch's constructor, ``forward`` through ``_functional``."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", *, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, 0, device, dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._functional(x, self.weight.value, self._bias(), self.stride, self.padding,
+                        self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
     """A 1-D convolution layer, initialized like PyTorch's.
 
     out[n, o] = bias[o] + Σ_c weight[o, c] ⋆ x[n, c] (cross-correlation over the
@@ -122,19 +136,10 @@ class Conv1d(_ConvNd):
     """
 
     _spatial = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", *, device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, 0, device, dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv1d(x, self.weight.value, self._bias(), self.stride, self.padding,
-                        self.dilation, self.groups)
+    _functional = staticmethod(F.conv1d)
 
 
-class Conv2d(_ConvNd):
+class Conv2d(_Conv):
     """A 2-D convolution layer, initialized like PyTorch's.
 
     out[n, o] = bias[o] + Σ_c weight[o, c] ⋆ x[n, c] (2-D cross-correlation over the
@@ -162,19 +167,26 @@ class Conv2d(_ConvNd):
         (64, 32, 32, 32)
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", *, device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, 0, device, dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(x, self.weight.value, self._bias(), self.stride, self.padding,
-                        self.dilation, self.groups)
+    _functional = staticmethod(F.conv2d)
 
 
 class _ConvTransposeNd(_ConvNd):
+    """A transposed convolution layer: PyTorch's constructor, ``forward`` through
+    ``_functional``, and ``output_size`` turned into output padding."""
+
     _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, output_padding, device, dtype)
+
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        return self._functional(x, self.weight.value, self._bias(), self.stride, self.padding,
+                                self._output_padding(x, output_size), self.groups,
+                                self.dilation)
 
     def _output_padding(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
         """The output_padding that gives ``output_size`` (PyTorch's ``_output_padding``)."""
@@ -209,17 +221,7 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     _spatial = 1
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", *, device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, device, dtype)
-
-    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
-        return F.conv_transpose1d(x, self.weight.value, self._bias(), self.stride,
-                                  self.padding, self._output_padding(x, output_size),
-                                  self.groups, self.dilation)
+    _functional = staticmethod(F.conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -249,14 +251,4 @@ class ConvTranspose2d(_ConvTransposeNd):
         (2, 8, 16, 16)
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", *, device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, device, dtype)
-
-    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
-        return F.conv_transpose2d(x, self.weight.value, self._bias(), self.stride,
-                                  self.padding, self._output_padding(x, output_size),
-                                  self.groups, self.dilation)
+    _functional = staticmethod(F.conv_transpose2d)
