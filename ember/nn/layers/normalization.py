@@ -18,6 +18,15 @@ from ember.ops.creation import full, ones, ones_like, zeros, zeros_like
 from ember.tensor import Tensor
 
 
+def _affine(shape: tuple[int, ...], affine: bool, dtype: Any,
+            device: Any) -> tuple[Param | None, Param | None]:
+    """A norm layer's (weight, bias): ones and zeros, as PyTorch initializes them."""
+    if not affine:
+        return None, None
+    return (Param(ones(shape, dtype=dtype, device=device)),
+            Param(zeros(shape, dtype=dtype, device=device)))
+
+
 def _value(slot: Param | None) -> Tensor | None:
     return None if slot is None else slot.value
 
@@ -121,8 +130,7 @@ class _BatchNorm(Module):
         self.track_running_stats = track_running_stats
         device = resolve_device(device)
         c = (num_features,)
-        self.weight = Param(ones(c, dtype=dtype, device=device)) if affine else None
-        self.bias = Param(zeros(c, dtype=dtype, device=device)) if affine else None
+        self.weight, self.bias = _affine(c, affine, dtype, device)
         if track_running_stats:
             self.running_mean = Buffer(zeros(c, dtype=dtype, device=device))
             self.running_var = Buffer(ones(c, dtype=dtype, device=device))
@@ -240,9 +248,7 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         device = resolve_device(device)
-        c = (num_channels,)
-        self.weight = Param(ones(c, dtype=dtype, device=device)) if affine else None
-        self.bias = Param(zeros(c, dtype=dtype, device=device)) if affine else None
+        self.weight, self.bias = _affine((num_channels,), affine, dtype, device)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, _value(self.weight), _value(self.bias), self.eps)
