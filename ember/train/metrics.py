@@ -24,17 +24,17 @@ class Metric:
         raise NotImplementedError
 
 
-class Accuracy(Metric):
-    """The fraction of rows whose argmax equals the class-index target."""
-
-    name = "accuracy"
+class _Fraction(Metric):
+    """A fraction of rows that count as hits: subclasses say which rows do."""
 
     def __init__(self) -> None:
         self.reset()
 
+    def hits(self, output: np.ndarray, target: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
     def update(self, output: np.ndarray, target: np.ndarray) -> None:
-        predicted = output.argmax(axis=-1) if output.ndim == target.ndim + 1 else output > 0.5
-        self.correct += int((predicted == target).sum())
+        self.correct += int(self.hits(output, target).sum())
         self.total += int(target.size)
 
     def compute(self) -> float:
@@ -45,25 +45,28 @@ class Accuracy(Metric):
         self.total = 0
 
 
-class TopKAccuracy(Metric):
+class Accuracy(_Fraction):
+    """The fraction of rows whose argmax equals the class-index target (or, for one
+    output per row, whose output > 0.5 matches a 0/1 target)."""
+
+    name = "accuracy"
+
+    def hits(self, output: np.ndarray, target: np.ndarray) -> np.ndarray:
+        predicted = output.argmax(axis=-1) if output.ndim == target.ndim + 1 else output > 0.5
+        return predicted == target
+
+
+class TopKAccuracy(_Fraction):
     """The fraction of rows whose target is among the ``k`` largest outputs."""
 
     def __init__(self, k: int = 5) -> None:
         self.k = k
         self.name = f"top{k}_accuracy"
-        self.reset()
+        super().__init__()
 
-    def update(self, output: np.ndarray, target: np.ndarray) -> None:
+    def hits(self, output: np.ndarray, target: np.ndarray) -> np.ndarray:
         top = np.argpartition(-output, min(self.k, output.shape[-1]) - 1, axis=-1)[..., :self.k]
-        self.correct += int((top == target[..., None]).any(axis=-1).sum())
-        self.total += int(target.size)
-
-    def compute(self) -> float:
-        return self.correct / self.total if self.total else float("nan")
-
-    def reset(self) -> None:
-        self.correct = 0
-        self.total = 0
+        return (top == target[..., None]).any(axis=-1)
 
 
 class Mean(Metric):
