@@ -60,9 +60,12 @@ def _check_float(op: str, x: Any, what: str) -> None:
         raise DTypeError(f"{op}: {what} must be a floating tensor, got {x.dtype.name}")
 
 
-def _check_same_shape(op: str, input: Tensor, other: Tensor, what: str) -> None:
-    if other.shape != input.shape:
-        raise ShapeError(f"{op}: {what} of shape {other.shape} must have the input's shape "
+def _check_target_like(op: str, input: Tensor, target: Any) -> None:
+    """A target that is a tensor of the input's shape (the binary cross-entropies)."""
+    if not isinstance(target, Tensor):
+        raise TypeError(f"{op}: target must be a tensor, got {type(target).__name__}")
+    if target.shape != input.shape:
+        raise ShapeError(f"{op}: target of shape {target.shape} must have the input's shape "
                          f"{input.shape}")
 
 
@@ -313,9 +316,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     op = "binary_cross_entropy"
     _check_float(op, input, "input")
     _check_reduction(op, reduction)
-    if not isinstance(target, Tensor):
-        raise TypeError(f"{op}: target must be a tensor, got {type(target).__name__}")
-    _check_same_shape(op, input, target, "target")
+    _check_target_like(op, input, target)
     x = input.detach() if input.is_tracked else input
     t = target.detach() if target.is_tracked else target
     log_x = x.log().clamp(min=-100.0)
@@ -361,9 +362,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     op = "binary_cross_entropy_with_logits"
     _check_float(op, input, "input")
     _check_reduction(op, reduction)
-    if not isinstance(target, Tensor):
-        raise TypeError(f"{op}: target must be a tensor, got {type(target).__name__}")
-    _check_same_shape(op, input, target, "target")
+    _check_target_like(op, input, target)
     log_sigmoid = _log_sigmoid(input)
     if pos_weight is not None:
         log_sigmoid = log_sigmoid * ((pos_weight - 1.0) * target + 1.0)
