@@ -56,10 +56,6 @@ class Node:
         return f"Node({self.op}#{self.seq}, shape={self.shape})"
 
 
-def is_recording() -> bool:
-    return not _paused.get()
-
-
 @contextmanager
 def no_record() -> Iterator[None]:
     """Ops inside the block record no nodes (used while emitting gradient ops)."""

@@ -66,10 +66,6 @@ class DataLoader:
         full, rest = divmod(self._length, self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
-    @property
-    def num_items(self) -> int:
-        return self._length
-
     def batch_indices(self, epoch: int) -> list[np.ndarray]:
         """The item indices of every batch of ``epoch`` (a pure function of seed and epoch)."""
         order = np.arange(self._length)
