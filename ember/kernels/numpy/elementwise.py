@@ -14,7 +14,8 @@ import math
 import numpy as np
 from scipy import special
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy import fast_erf
+from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
@@ -22,14 +23,14 @@ _F32 = np.dtype(np.float32)
 
 def _cast(x, dtype: np.dtype):
     """An array operand in ``dtype``; Python scalars pass through (NumPy casts them)."""
-    if isinstance(x, np.ndarray) and x.dtype != dtype:
+    if is_array(x) and x.dtype != dtype:
         return x.astype(dtype)
     return x
 
 
 def _widen(x, dtype: np.dtype):
     """An operand rounded to the low-precision ``dtype`` and widened to float32 to compute."""
-    if isinstance(x, np.ndarray):
+    if is_array(x):
         return _cast(x, dtype).astype(_F32)
     return x
 
@@ -43,7 +44,7 @@ def _operands(msg, inputs):
 
 
 def _check_int_divisor(divisor, op: str) -> None:
-    if isinstance(divisor, np.ndarray):
+    if is_array(divisor):
         if not divisor.all():
             raise ZeroDivisionError(f"{op}: integer division by zero")
     elif divisor == 0:
@@ -53,35 +54,39 @@ def _check_int_divisor(divisor, op: str) -> None:
 def _int_pow(base, exponent, out: np.ndarray) -> np.ndarray:
     """Integer ``base ** exponent`` with PyTorch's answer for negative exponents:
     1 for base 1, ±1 for base -1 (by parity), 0 otherwise (NumPy raises instead)."""
-    negative = exponent < 0 if isinstance(exponent, np.ndarray) else None
+    xp = namespace(out)
+    negative = exponent < 0 if is_array(exponent) else None
     if negative is None or not negative.any():
-        return np.power(base, exponent, out=out, dtype=out.dtype, casting="unsafe")
-    np.power(base, np.where(negative, 0, exponent), out=out, dtype=out.dtype, casting="unsafe")
+        return xp.power(base, exponent, out=out, dtype=out.dtype, casting="unsafe")
+    xp.power(base, xp.where(negative, 0, exponent), out=out, dtype=out.dtype, casting="unsafe")
     odd = (exponent & 1).astype(bool)
-    special_case = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
-    np.copyto(out, special_case, where=negative, casting="unsafe")
+    special_case = xp.where(base == 1, 1, xp.where(base == -1, xp.where(odd, -1, 1), 0))
+    xp.copyto(out, special_case, where=negative, casting="unsafe")
     return out
 
 
+# IR op → the ufunc's name in NumPy's API (the same in every array module that mirrors it).
 _ARITHMETIC = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": np.floor_divide, "remainder": np.remainder, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,
-    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
+    "floordiv": "floor_divide", "remainder": "remainder", "pow": "power",
+    "maximum": "maximum", "minimum": "minimum",
+    "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
 }
 _COMPARISON = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+    "gt": "greater", "ge": "greater_equal",
 }
 
 
-def _arithmetic_kernel(ufunc, op):
+def _arithmetic_kernel(ufunc_name, op):
     def run(msg, pool, *inputs):
         lhs, rhs = _operands(msg, inputs)
+        xp = namespace(lhs, rhs)
+        ufunc = getattr(xp, ufunc_name)
         out_dtype = NP[msg.dtype]
         if out_dtype in _LOW_PRECISION:
             result = ufunc(_widen(lhs, out_dtype), _widen(rhs, out_dtype),
-                           out=np.empty(msg.shape, _F32), dtype=_F32)
+                           out=xp.empty(msg.shape, _F32), dtype=_F32)
             return result.astype(out_dtype)
         if out_dtype.kind == "i":
             if op == "floordiv" or op == "remainder":
@@ -90,7 +95,7 @@ def _arithmetic_kernel(ufunc, op):
                 return _int_pow(_cast(lhs, out_dtype), _cast(rhs, out_dtype),
                                 pool.empty(msg.shape, out_dtype))
         elif out_dtype.kind == "b" and (op == "add" or op == "mul"):
-            logical = np.logical_or if op == "add" else np.logical_and
+            logical = xp.logical_or if op == "add" else xp.logical_and
             return logical(lhs, rhs, out=pool.empty(msg.shape, out_dtype))
         out = pool.empty(msg.shape, out_dtype)
         return ufunc(lhs, rhs, out=out, dtype=out_dtype, casting="unsafe")
@@ -98,13 +103,14 @@ def _arithmetic_kernel(ufunc, op):
     return run
 
 
-def _comparison_kernel(ufunc):
+def _comparison_kernel(ufunc_name):
     def run(msg, pool, *inputs):
         lhs, rhs = _operands(msg, inputs)
+        ufunc = getattr(namespace(lhs, rhs), ufunc_name)
         compute = NP[msg.attrs[0]]
         if compute in _LOW_PRECISION:
             # The scalar too is rounded to the compute dtype: float16(0.1) == 0.1 is True.
-            lhs, rhs = (_F32.type(compute.type(v)) if not isinstance(v, np.ndarray)
+            lhs, rhs = (_F32.type(compute.type(v)) if not is_array(v)
                         else _widen(v, compute) for v in (lhs, rhs))
         else:
             lhs, rhs = _cast(lhs, compute), _cast(rhs, compute)
@@ -125,7 +131,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 def _gelu(x, out):
     np.multiply(x, _SQRT_HALF, out=out)
-    special.erf(out, out=out)
+    fast_erf.erf(out, out)
     out += 1.0
     out *= x
     out *= 0.5
@@ -133,12 +139,13 @@ def _gelu(x, out):
 
 
 def _gelu_tanh(x, out):
-    np.multiply(x, x, out=out)
+    xp = namespace(x)
+    xp.multiply(x, x, out=out)
     out *= 0.044715
     out += 1.0
     out *= x
     out *= _SQRT_2_OVER_PI
-    np.tanh(out, out=out)
+    xp.tanh(out, out=out)
     out += 1.0
     out *= x
     out *= 0.5
@@ -152,33 +159,41 @@ def _silu(x, out):
 
 
 def _rsqrt(x, out):
-    np.sqrt(x, out=out)
-    return np.reciprocal(out, out=out)
+    xp = namespace(x)
+    xp.sqrt(x, out=out)
+    return xp.reciprocal(out, out=out)
 
 
 def _relu(x, out):
-    return np.maximum(x, 0, out=out)
+    return namespace(x).maximum(x, 0, out=out)
 
 
 def _sign(x, out):
-    np.sign(x, out=out)
+    xp = namespace(x)
+    xp.sign(x, out=out)
     if out.dtype.kind == "f":
         # PyTorch's sign is (0 < x) - (x < 0): NaN gives 0 (NumPy: NaN), -0.0 gives +0.0.
-        np.copyto(out, 0, where=np.isnan(out))
+        xp.copyto(out, 0, where=xp.isnan(out))
         out += 0
     return out
 
 
 def _with_out(fn):
-    return lambda x, out: fn(x, out=out)
+    """``fn`` (a NumPy ufunc) through the array module of its input; SciPy's ufuncs,
+    which array modules do not carry, dispatch through ``__array_ufunc__``."""
+
+    def apply(x, out):
+        return getattr(namespace(x), fn.__name__, fn)(x, out=out)
+
+    return apply
 
 
 _FLOAT_FUNCTIONS = {
     "exp": _with_out(np.exp), "log": _with_out(np.log), "log1p": _with_out(np.log1p),
     "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt, "sin": _with_out(np.sin),
     "cos": _with_out(np.cos), "tanh": _with_out(np.tanh), "sigmoid": _with_out(special.expit),
-    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu, "erf": _with_out(special.erf),
-    "reciprocal": lambda x, out: np.divide(1.0, x, out=out),
+    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu, "erf": fast_erf.erf,
+    "reciprocal": lambda x, out: namespace(x).divide(1.0, x, out=out),
 }
 _SAME_DTYPE_FUNCTIONS = {
     "neg": _with_out(np.negative), "abs": _with_out(np.abs), "sign": _sign,
@@ -191,7 +206,7 @@ def _float_function_kernel(fn):
     def run(msg, pool, x):
         out_dtype = NP[msg.dtype]
         if out_dtype in _LOW_PRECISION:
-            return fn(x.astype(_F32), np.empty(msg.shape, _F32)).astype(out_dtype)
+            return fn(x.astype(_F32), namespace(x).empty(msg.shape, _F32)).astype(out_dtype)
         if x.dtype != out_dtype:
             x = x.astype(out_dtype)
         return fn(x, pool.empty(msg.shape, out_dtype))
@@ -206,7 +221,7 @@ def _same_dtype_kernel(fn, op):
         if x.dtype.kind == "b" or (integral_is_identity and x.dtype.kind in "iu"):
             return x.copy()  # sign of a bool; floor / ceil / round of an integer
         if x.dtype in _LOW_PRECISION:
-            return fn(x.astype(_F32), np.empty(msg.shape, _F32)).astype(x.dtype)
+            return fn(x.astype(_F32), namespace(x).empty(msg.shape, _F32)).astype(x.dtype)
         return fn(x, pool.empty(msg.shape, x.dtype))
 
     return run
@@ -230,14 +245,15 @@ def _round(msg, pool, x):
     compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
     y = x.astype(compute)
     scale = compute.type(10.0 ** abs(decimals))
+    xp = namespace(x)
     if decimals > 0:
-        np.multiply(y, scale, out=y)
-        np.rint(y, out=y)
-        np.divide(y, scale, out=y)
+        xp.multiply(y, scale, out=y)
+        xp.rint(y, out=y)
+        xp.divide(y, scale, out=y)
     else:
-        np.divide(y, scale, out=y)
-        np.rint(y, out=y)
-        np.multiply(y, scale, out=y)
+        xp.divide(y, scale, out=y)
+        xp.rint(y, out=y)
+        xp.multiply(y, scale, out=y)
     return y.astype(x.dtype, copy=False)
 
 
@@ -249,7 +265,7 @@ def _isnan(msg, pool, x):
     if x.dtype.kind in "biu":  # (bfloat16's NumPy kind is "V", not "f")
         out.fill(False)
         return out
-    return np.isnan(x, out=out)
+    return namespace(x).isnan(x, out=out)
 
 
 @kernel("isinf")
@@ -258,15 +274,16 @@ def _isinf(msg, pool, x):
     if x.dtype.kind in "biu":
         out.fill(False)
         return out
-    return np.isinf(x, out=out)
+    return namespace(x).isinf(x, out=out)
 
 
 @kernel("bitwise_not")
 def _bitwise_not(msg, pool, x):
     out = pool.empty(msg.shape, x.dtype)
+    xp = namespace(x)
     if x.dtype.kind == "b":
-        return np.logical_not(x, out=out)
-    return np.invert(x, out=out)
+        return xp.logical_not(x, out=out)
+    return xp.invert(x, out=out)
 
 
 @kernel("clamp")
@@ -275,10 +292,11 @@ def _clamp(msg, pool, x):
     out_dtype = NP[msg.dtype]
     compute = _F32 if out_dtype in _LOW_PRECISION else out_dtype
     y = x.astype(out_dtype).astype(compute, copy=False)  # a copy: the input is never written
+    xp = namespace(x)
     if low is not None:
-        np.maximum(y, low, out=y, dtype=compute, casting="unsafe")
+        xp.maximum(y, low, out=y, dtype=compute, casting="unsafe")
     if high is not None:
-        np.minimum(y, high, out=y, dtype=compute, casting="unsafe")
+        xp.minimum(y, high, out=y, dtype=compute, casting="unsafe")
     return y.astype(out_dtype, copy=False)
 
 
@@ -287,15 +305,16 @@ def _where(msg, pool, cond, *tensors):
     it = iter(tensors)
     a, b = (next(it) if v is None else v for v in msg.attrs)
     out = pool.empty(msg.shape, NP[msg.dtype])
-    np.copyto(out, b, casting="unsafe")
-    np.copyto(out, a, casting="unsafe", where=cond)
+    xp = namespace(out)
+    xp.copyto(out, b, casting="unsafe")
+    xp.copyto(out, a, casting="unsafe", where=cond)
     return out
 
 
 @kernel("cast")
 def _cast_kernel(msg, pool, x):
     out = pool.empty(msg.shape, NP[msg.dtype])
-    np.copyto(out, x, casting="unsafe")
+    namespace(out).copyto(out, x, casting="unsafe")
     return out
 
 
