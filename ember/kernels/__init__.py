@@ -19,6 +19,10 @@ def create_backend(kind: str, index: int) -> Any:
         from ember.kernels.numpy import NumpyBackend
 
         return NumpyBackend(index)
+    if kind == "wgpu" and index in available_indices("wgpu"):
+        from ember.kernels.wgpu import WgpuBackend
+
+        return WgpuBackend(index)
     if kind in _KINDS:
         raise DeviceError(f"{kind}:{index}: no {kind} backend is available in this ember build "
                           f"(em.available({kind!r}) lists usable devices)")
@@ -29,4 +33,8 @@ def available_indices(kind: str) -> list[int]:
     """Indices of usable devices of ``kind``; empty where the backend or hardware is missing."""
     if kind == "cpu":
         return [0]
+    if kind == "wgpu":
+        from ember.kernels.wgpu import available_indices as wgpu_indices
+
+        return wgpu_indices()
     return []

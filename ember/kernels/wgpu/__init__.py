@@ -1,0 +1,99 @@
+"""The WebGPU backend: WGSL compute shaders through wgpu-py, one device actor per adapter.
+
+``em.wgpu(i)`` is the i-th compute-capable adapter (Vulkan, Metal or D3D12;
+``em.available("wgpu")`` lists them). The device actor's worker owns the
+adapter's wgpu device and queue (``runtime.Runtime``); kernels are looked up
+by IR op in ``table.KERNELS`` — see ``table.py`` for the contract a kernel
+module follows. Elementwise runs (single ops and fused groups) go through one
+renderer (``elementwise.py``); the fusion planner's input cap comes from the
+adapter's storage buffers per shader stage.
+
+Dtypes: float32, int32, bool (as u32), int64 (stored as int32: uploads must
+fit, reads widen back), float16 where the adapter has ``shader-f16``.
+float64 and bfloat16 raise ``DTypeError`` (WGSL has neither).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from ember.kernels.fusion.planner import FusionPlanner
+from ember.kernels.wgpu import elementwise
+from ember.kernels.wgpu.runtime import Runtime, adapters
+from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype
+
+# Kernel modules: importing one registers its kernels. Modules still being written
+# are skipped until their file exists, so the package works while it grows.
+_KERNEL_MODULES = ("reduction", "linalg", "shape", "indexing", "sorting", "creation", "conv",
+                   "pooling")
+for _name in _KERNEL_MODULES:
+    try:
+        importlib.import_module(f"ember.kernels.wgpu.{_name}")
+    except ModuleNotFoundError as _missing:
+        if _missing.name != f"ember.kernels.wgpu.{_name}":
+            raise
+
+
+def available_indices() -> list[int]:
+    return list(range(len(adapters())))
+
+
+class WgpuBackend:
+    name = "wgpu"
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.rt = Runtime(index)
+
+    def run(self, msg: Any, inputs: list) -> Any:
+        found = KERNELS.get(msg.op)
+        if found is None:
+            raise NotImplementedError(f"{msg.op}: no wgpu kernel yet ({self.rt.name}); "
+                                      f"help: move the tensor to em.cpu() for this op")
+        return found(msg, self.rt, *inputs)
+
+    def fusion_planner(self) -> FusionPlanner:
+        # One storage binding per external input plus at least one output.
+        return FusionPlanner(self._fusible, self.rt.max_storage_buffers - 1)
+
+    def _fusible(self, call: Any, dtype_of: Any) -> bool:
+        if call.dtype not in STORAGE:
+            return False
+        return all(dtype_of(i) in STORAGE for i in call.inputs)
+
+    def run_fused(self, group: Any, program: Any, inputs: list) -> list:
+        args = [()] * len(group.members)
+        for j, slots in program.steps:
+            args[j] = slots
+        arrays = elementwise.evaluate(self.rt, group.members, args, inputs, program.materialize,
+                                      group.shape)
+        return [(m.out, a) for m, a in zip(group.members, arrays) if a is not None]
+
+    def upload(self, data: np.ndarray) -> WgpuArray:
+        return self.rt.upload(data)
+
+    def to_host(self, value: WgpuArray) -> np.ndarray:
+        dense = None if value.contiguous else elementwise.contiguous_copy(self.rt, value)
+        host = self.rt.read(value, dense)
+        host.flags.writeable = False
+        return host
+
+    def export(self, value: WgpuArray) -> np.ndarray:
+        return self.to_host(value)
+
+    def import_(self, exported: Any, shape: tuple[int, ...], dtype: str) -> WgpuArray:
+        check_dtype(dtype, "to", self.rt.name, self.rt.has_f16)
+        return self.rt.upload(np.asarray(exported).reshape(shape))
+
+    def release(self, value: WgpuArray) -> int:
+        return self.owned_nbytes(value)
+
+    @staticmethod
+    def owned_nbytes(value: WgpuArray) -> int:
+        return value.nbytes if value.base is None else 0
+
+    def statistics(self) -> dict[str, int]:
+        return self.rt.statistics()

@@ -1,0 +1,141 @@
+"""WGSL building blocks every kernel shares: bindings, params, indices, values and casts.
+
+Values in registers: every float dtype computes as ``f32`` (float16 is rounded
+back to f16 after each op, as the CPU backend rounds once per op), int32 and
+int64 as ``i32``, bool as ``bool``. ``load`` / ``store`` convert between those
+and the storage types of ``table.STORAGE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ember.kernels.wgpu.table import STORAGE
+
+# Recovers the linear invocation index of a dispatch made with ``Runtime.groups(n, 256)``.
+LINEAR_INDEX = "gid.x + gid.y * nwg.x * {size}u"
+ENTRY = ("@compute @workgroup_size({size})\n"
+         "fn main(@builtin(global_invocation_id) gid: vec3<u32>, "
+         "@builtin(num_workgroups) nwg: vec3<u32>, "
+         "@builtin(local_invocation_index) lid: u32, "
+         "@builtin(workgroup_id) wid: vec3<u32>) {{\n")
+
+
+def kind(dtype: str) -> str:
+    """"f", "i" or "b": how a dtype computes in registers."""
+    if dtype in ("float32", "float16"):
+        return "f"
+    return "b" if dtype == "bool" else "i"
+
+
+REGISTER = {"f": "f32", "i": "i32", "b": "bool"}
+
+
+def register_type(dtype: str) -> str:
+    return REGISTER[kind(dtype)]
+
+
+def header(dtypes: Sequence[str]) -> str:
+    """``enable f16;`` when any of ``dtypes`` is float16."""
+    return "enable f16;\n" if "float16" in dtypes else ""
+
+
+def bindings(writes: Sequence[str], reads: Sequence[str], n_params: int) -> str:
+    """Declarations in the binding order of ``Runtime.dispatch``.
+
+    Writes are named ``out0, out1, ...``, reads ``in0, in1, ...``; both are
+    arrays of their dtype's storage type. Params are read with ``pu(i)``,
+    ``pi(i)`` and ``pf(i)``.
+    """
+    lines = [f"@group(0) @binding({i}) var<storage, read_write> out{i}: "
+             f"array<{STORAGE[d][0]}>;" for i, d in enumerate(writes)]
+    lines += [f"@group(0) @binding({len(writes) + i}) var<storage, read> in{i}: "
+              f"array<{STORAGE[d][0]}>;" for i, d in enumerate(reads)]
+    words = max(1, -(-n_params // 4))
+    lines += [
+        f"struct Params {{ v: array<vec4<u32>, {words}> }}",
+        f"@group(0) @binding({len(writes) + len(reads)}) var<uniform> P: Params;",
+        "fn pu(i: u32) -> u32 { return P.v[i / 4u][i % 4u]; }",
+        "fn pi(i: u32) -> i32 { return bitcast<i32>(pu(i)); }",
+        "fn pf(i: u32) -> f32 { return bitcast<f32>(pu(i)); }",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def load(array: str, index: str, dtype: str) -> str:
+    """The register value of ``array[index]`` holding ``dtype``."""
+    storage = STORAGE[dtype][0]
+    if storage == "f16":
+        return f"f32({array}[{index}])"
+    if storage == "u32":
+        return f"({array}[{index}] != 0u)"
+    return f"{array}[{index}]"
+
+
+def store(value: str, dtype: str) -> str:
+    """The storage form of register value ``value`` of ``dtype``."""
+    storage = STORAGE[dtype][0]
+    if storage == "f16":
+        return f"f16({value})"
+    if storage == "u32":
+        return f"select(0u, 1u, {value})"
+    return value
+
+
+def convert(value: str, source: str, target: str) -> str:
+    """Register value ``value`` of dtype ``source`` converted to dtype ``target``.
+
+    NumPy's unsafe casts: floats truncate to integers, anything non-zero is
+    true (NaN too: ``!(x == 0)`` is true for NaN, ``x != 0`` might not be).
+    Converting to float16 rounds through f16.
+    """
+    src, dst = kind(source), kind(target)
+    if src == dst:
+        out = value
+    elif dst == "f":
+        out = f"f32({value})" if src == "i" else f"select(0.0, 1.0, {value})"
+    elif dst == "i":
+        out = f"i32({value})" if src == "f" else f"select(0, 1, {value})"
+    else:
+        out = f"!({value} == 0.0)" if src == "f" else f"({value} != 0)"
+    if target == "float16" and source != "float16":
+        out = f"f32(f16({out}))"
+    return out
+
+
+def literal(value: float | int | bool, dtype: str) -> str:
+    k = kind(dtype)
+    if k == "b":
+        return "true" if value else "false"
+    if k == "i":
+        return f"{int(value)}"
+    return f"bitcast<f32>({_f32_bits(float(value))}u)"
+
+
+def _f32_bits(value: float) -> int:
+    import struct
+
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def strided_index(base: int, rank: int, coords: str = "c") -> str:
+    """``pi(base) + c0 * pi(base + 1) + ...``: the element offset of a strided view whose
+    offset and strides sit in params ``base .. base + rank``."""
+    terms = [f"pi({base}u)"] + [f"i32({coords}{d}) * pi({base + 1 + d}u)" for d in range(rank)]
+    return " + ".join(terms)
+
+
+def coordinates(index: str, shape_base: int, rank: int, coords: str = "c") -> str:
+    """Statements splitting linear ``index`` into ``c0 .. c{rank-1}`` over the shape in
+    params ``shape_base .. shape_base + rank - 1``."""
+    if rank == 0:
+        return ""
+    lines = [f"  var rest_{coords}: u32 = {index};"]
+    for d in reversed(range(rank)):
+        size = f"pu({shape_base + d}u)"
+        if d == 0:
+            lines.append(f"  let {coords}{d}: u32 = rest_{coords};")
+        else:
+            lines.append(f"  let {coords}{d}: u32 = rest_{coords} % {size}; "
+                         f"rest_{coords} = rest_{coords} / {size};")
+    return "\n".join(lines) + "\n"

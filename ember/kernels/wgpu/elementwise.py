@@ -1,0 +1,275 @@
+"""One WGSL renderer for every elementwise op and every fused group of them.
+
+A single op is a group of one member. ``evaluate`` renders the group into one
+compute shader: each invocation computes one output element, reads each
+external input through that input's own strides (broadcasting is a 0
+stride), evaluates the members in order in registers, and stores the
+members the group must materialize. Python scalars travel as params, so a
+learning rate that changes every step reuses one compiled pipeline; the
+source depends only on the structure (ops, dtypes, ranks, access patterns).
+
+Access patterns per input, cheapest first: ``s`` a single element (0-d or
+size 1), ``c`` contiguous with the output's shape (index = offset + i),
+``g`` general strided (coordinates from the linear index). When every
+input is ``s`` or ``c`` no coordinates are computed at all.
+
+A group whose inputs plus outputs exceed the adapter's storage buffers per
+stage is split into several shaders by output, each recomputing what its
+outputs need from the external inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ember.kernels.fusion.planner import ELEMENTWISE
+from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu.scalar_ops import expression, helpers_for
+from ember.kernels.wgpu.table import WgpuArray, check_dtype, kernel
+
+_WORKGROUP = 256
+_BINARY_WITH_SCALAR = frozenset({
+    "add", "sub", "mul", "div", "floordiv", "remainder", "pow", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor"})
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+_INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
+# The dtype a scalar param is read as, by the kind of dtype it converts to.
+_PARAM_DTYPE = {"f": "float32", "i": "int32", "b": "bool"}
+
+
+def _split_scalars(member: Any) -> tuple[tuple, list[tuple[Any, str]]]:
+    """(attrs with scalar values left out, [(scalar, dtype it converts to)])."""
+    op, attrs = member.op, member.attrs
+    if op in _BINARY_WITH_SCALAR and len(attrs) == 3:
+        compute, value, scalar_is_lhs = attrs
+        target = compute if op in _COMPARISONS else member.dtype
+        return (compute, None, scalar_is_lhs), [(value, target)]
+    if op in ("clamp", "where"):
+        return (tuple(v is None if op == "where" else v is not None for v in attrs),
+                [(v, member.dtype) for v in attrs if v is not None])
+    return attrs, []
+
+
+def _param_value(value: Any, dtype: str, op: str) -> int | float:
+    k = codegen.kind(dtype)
+    if k == "f":
+        return float(value)
+    if k == "b":
+        return int(bool(value))
+    value = int(value)
+    if not _INT32_RANGE[0] <= value <= _INT32_RANGE[1]:
+        from ember.errors import DTypeError
+
+        raise DTypeError(f"{op}: the scalar {value} does not fit the 32-bit integers that "
+                         f"hold {dtype} on wgpu devices")
+    return value
+
+
+def _mode(array: WgpuArray, shape: tuple[int, ...]) -> str:
+    if array.size == 1:
+        return "s"
+    if array.shape == shape and array.contiguous:
+        return "c"
+    return "g"
+
+
+def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[tuple],
+           outputs: Sequence[int]) -> tuple[str, int]:
+    """WGSL of one group; returns (source, number of params before the scalars).
+
+    ``inputs``: (dtype, mode) per external input. ``steps``: (op, attrs, dtype,
+    argument slots, scalar dtypes) per member; slots below ``len(inputs)`` are
+    inputs, the rest members. ``outputs``: the members to store, in binding order.
+    """
+    general = any(mode == "g" for _, mode in inputs)
+    position = 1 + (shape_rank if general else 0)
+    bases = []
+    for _, mode in inputs:
+        bases.append(position)
+        position += 1 + (shape_rank if mode == "g" else 0)
+    lines = [f"  let i: u32 = {codegen.LINEAR_INDEX.format(size=_WORKGROUP)};",
+             "  if (i >= pu(0u)) { return; }"]
+    if general:
+        lines.append(codegen.coordinates("i", 1, shape_rank).rstrip("\n"))
+    values: list[tuple[str, str]] = []
+    for k, ((dtype, mode), base) in enumerate(zip(inputs, bases)):
+        if mode == "s":
+            index = f"pi({base}u)"
+        elif mode == "c":
+            index = f"pi({base}u) + i32(i)"
+        else:
+            index = codegen.strided_index(base, shape_rank)
+        lines.append(f"  let x{k} = {codegen.load(f'in{k}', index, dtype)};")
+        values.append((f"x{k}", dtype))
+    scalar_position = position
+    for j, (op, attrs, dtype, args, scalar_dtypes) in enumerate(steps):
+        operands = [values[a] for a in args]
+        scalars = []
+        for target in scalar_dtypes:
+            param_dtype = _PARAM_DTYPE[codegen.kind(target)]
+            read = {"float32": "pf", "int32": "pi", "bool": "pu"}[param_dtype]
+            text = f"{read}({scalar_position}u)" + (" != 0u" if param_dtype == "bool" else "")
+            scalars.append((f"({text})", param_dtype))
+            scalar_position += 1
+        operands = _place_scalars(op, attrs, operands, scalars)
+        lines.append(f"  let v{j}: {codegen.register_type(dtype)} = "
+                     f"{expression(op, attrs, dtype, operands)};")
+        values.append((f"v{j}", dtype))
+    for slot, j in enumerate(outputs):
+        lines.append(f"  out{slot}[i] = {codegen.store(f'v{j}', steps[j][2])};")
+    main = "\n".join(lines)
+    dtypes = [d for d, _ in inputs] + [s[2] for s in steps]
+    source = (codegen.header(dtypes)
+              + codegen.bindings([steps[j][2] for j in outputs], [d for d, _ in inputs],
+                                 scalar_position)
+              + helpers_for(main)
+              + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
+    return source, position
+
+
+def _place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list:
+    """Operands in the op's order, with scalar params where the IR has scalars."""
+    if not scalars:
+        return operands
+    if op in _BINARY_WITH_SCALAR:
+        return [scalars[0], operands[0]] if attrs[2] else [operands[0], scalars[0]]
+    if op == "where":
+        cond, *tensors = operands
+        tensor_iter, scalar_iter = iter(tensors), iter(scalars)
+        return [cond] + [next(tensor_iter) if is_tensor else next(scalar_iter)
+                         for is_tensor in attrs]
+    return operands + scalars  # clamp: x, then the bounds given
+
+
+_sources: dict[tuple, tuple[str, int]] = {}
+
+
+def evaluate(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
+             inputs: Sequence[WgpuArray], materialize: Sequence[bool],
+             shape: tuple[int, ...]) -> list[WgpuArray | None]:
+    """Run ``members`` (IR Calls of one output shape) as fused shaders.
+
+    ``args[j]``: member j's argument slots (inputs first, then members).
+    Returns, per member, its array if materialized, else None.
+    """
+    for m in members:
+        check_dtype(m.dtype, m.op, rt.name, rt.has_f16)
+    for m, a in zip(members, args):
+        for slot in a:
+            if slot < len(inputs):
+                check_dtype(inputs[slot].dtype, m.op, rt.name, rt.has_f16)
+    results: list[WgpuArray | None] = [
+        rt.empty(shape, m.dtype) if keep else None for m, keep in zip(members, materialize)]
+    count = math.prod(shape)
+    if count == 0:
+        return results
+    wanted = [j for j, keep in enumerate(materialize) if keep]
+    for chunk in _output_chunks(wanted, args, len(inputs), rt.max_storage_buffers):
+        _run_chunk(rt, members, args, inputs, chunk, shape, count, results)
+    return results
+
+
+def _needs(targets: Sequence[int], args: Sequence[tuple[int, ...]], n_inputs: int) -> set[int]:
+    """Slots (inputs and members) that ``targets`` (member indices) depend on, themselves too."""
+    seen: set[int] = set()
+    stack = [n_inputs + j for j in targets]
+    while stack:
+        slot = stack.pop()
+        if slot in seen:
+            continue
+        seen.add(slot)
+        if slot >= n_inputs:
+            stack.extend(args[slot - n_inputs])
+    return seen
+
+
+def _output_chunks(wanted: list[int], args: Sequence[tuple[int, ...]], n_inputs: int,
+                   limit: int) -> list[list[int]]:
+    chunks: list[list[int]] = []
+    for j in wanted:
+        if chunks:
+            trial = chunks[-1] + [j]
+            used = sum(1 for s in _needs(trial, args, n_inputs) if s < n_inputs)
+            if used + len(trial) <= limit:
+                chunks[-1] = trial
+                continue
+        chunks.append([j])
+    return chunks
+
+
+def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
+               inputs: Sequence[WgpuArray], outputs: list[int], shape: tuple[int, ...],
+               count: int, results: list) -> None:
+    n_inputs = len(inputs)
+    needed = _needs(outputs, args, n_inputs)
+    input_slots = sorted(s for s in needed if s < n_inputs)
+    member_ids = sorted(s - n_inputs for s in needed if s >= n_inputs)
+    slot_map = {s: k for k, s in enumerate(input_slots)}
+    slot_map.update({n_inputs + j: len(input_slots) + k for k, j in enumerate(member_ids)})
+    used = [inputs[s] for s in input_slots]
+    modes = [_mode(a, shape) for a in used]
+    steps = []
+    scalar_values: list[int | float] = []
+    for j in member_ids:
+        m = members[j]
+        attrs, scalars = _split_scalars(m)
+        steps.append((m.op, attrs, m.dtype, tuple(slot_map[s] for s in args[j]),
+                      tuple(d for _, d in scalars)))
+        scalar_values.extend(_param_value(v, d, m.op) for v, d in scalars)
+    local_out = [member_ids.index(j) for j in outputs]
+    rank = len(shape)
+    key = (rank, tuple((a.dtype, mode) for a, mode in zip(used, modes)), tuple(steps),
+           tuple(local_out))
+    found = _sources.get(key)
+    if found is None:
+        found = _sources[key] = render(rank, key[1], steps, local_out)
+    source, _ = found
+    general = "g" in modes
+    params: list[int | float] = [count]
+    if general:
+        params.extend(shape)
+    for array, mode in zip(used, modes):
+        params.append(array.offset)
+        if mode == "g":
+            params.extend(array.broadcast_strides(shape))
+    params.extend(scalar_values)
+    rt.dispatch(source, [results[j] for j in outputs], used, params,
+                rt.groups(count, _WORKGROUP))
+
+
+def contiguous_copy(rt: Any, array: WgpuArray) -> WgpuArray:
+    """A dense copy of a strided view (used before reads and by kernels that need one)."""
+    (out,) = _copy(rt, array)
+    return out
+
+
+def _copy(rt: Any, array: WgpuArray) -> list:
+    copy = _Cast(array.dtype)
+    return evaluate(rt, (copy,), ((0,),), (array,), (True,), array.shape)
+
+
+class _Cast:
+    """A stand-in IR call: ``cast`` to the input's own dtype is a copy."""
+
+    __slots__ = ("dtype",)
+    op = "cast"
+    attrs = ()
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+
+def _single(msg: Any, rt: Any, *inputs: WgpuArray) -> WgpuArray:
+    (out,) = evaluate(rt, (msg,), (tuple(range(len(inputs))),), inputs, (True,), msg.shape)
+    return out
+
+
+for _op in ELEMENTWISE - {"alias"}:
+    kernel(_op)(_single)
+
+
+@kernel("alias")
+def _alias(msg: Any, rt: Any, x: WgpuArray) -> WgpuArray:
+    return x  # arrays are never written in place, so sharing one is safe

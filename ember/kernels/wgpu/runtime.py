@@ -1,0 +1,294 @@
+"""The wgpu runtime of one adapter: device and queue, buffers, uploads, reads, dispatches.
+
+Adapters: ``adapters()`` lists the compute-capable adapters (Vulkan, Metal,
+D3D12; wgpu's OpenGL fallback is left out: its compute support is partial, and
+a machine without Vulkan would otherwise get a silent software GL device).
+Discovery runs once per process, in a thread with a time limit, so a broken
+driver makes ``em.available("wgpu")`` empty instead of hanging.
+
+Ordering: dispatches are recorded into one command encoder, one compute pass
+each, and submitted every ``_SUBMIT_EVERY`` dispatches or before anything
+that acts on the queue directly (an upload's ``write_buffer``, a read). A
+pooled buffer can thus be reused by a later dispatch while earlier ones still
+read it: the queue runs them in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.errors import DeviceError, DTypeError
+from ember.kernels.wgpu.pool import BufferPool
+from ember.kernels.wgpu.table import STORAGE, Allocation, WgpuArray, check_dtype, contiguous_strides
+
+_COMPUTE_BACKENDS = ("Vulkan", "Metal", "D3D12")
+# Seconds adapter discovery may take (lavapipe: ~1.5 s) before wgpu counts as absent.
+PROBE_TIMEOUT_S = float(os.environ.get("EMBER_WGPU_PROBE_TIMEOUT", "30"))
+# Dispatches recorded before a submit: bounds the commands a read may wait behind (a guess).
+_SUBMIT_EVERY = 64
+_MAX_GROUPS = 65535  # WebGPU's guaranteed workgroups per dimension
+_INT32 = np.iinfo(np.int32)
+
+_adapters: list | None = None
+_adapters_lock = threading.Lock()
+
+
+def adapters() -> list:
+    """The usable wgpu adapters, in wgpu's order; empty where wgpu or a driver is missing."""
+    global _adapters
+    with _adapters_lock:
+        if _adapters is None:
+            found: list = []
+
+            def probe() -> None:
+                try:
+                    import wgpu
+
+                    found.extend(a for a in wgpu.gpu.enumerate_adapters_sync()
+                                 if a.info.get("backend_type") in _COMPUTE_BACKENDS)
+                except Exception:  # no wgpu, no loader, no driver: no adapters
+                    found.clear()
+
+            thread = threading.Thread(target=probe, name="ember-wgpu-probe", daemon=True)
+            thread.start()
+            thread.join(PROBE_TIMEOUT_S)
+            _adapters = list(found) if not thread.is_alive() else []
+        return _adapters
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ember", "wgpu")
+
+
+class Runtime:
+    """Device, queue, buffer pool and pipeline cache of one adapter (``wgpu:index``)."""
+
+    def __init__(self, index: int) -> None:
+        import wgpu
+
+        found = adapters()
+        if index >= len(found):
+            raise DeviceError(f"wgpu:{index}: no such adapter ({len(found)} found); "
+                              f"em.available('wgpu') lists usable devices")
+        self._wgpu = wgpu
+        self.name = f"wgpu:{index}"
+        adapter = found[index]
+        self.adapter_name = adapter.info.get("device", "unknown")
+        self.has_f16 = "shader-f16" in adapter.features
+        wanted = ("max-storage-buffers-per-shader-stage", "max-buffer-size",
+                  "max-storage-buffer-binding-size", "max-compute-workgroup-storage-size",
+                  "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
+                  "max-compute-workgroup-size-y")
+        self.device = adapter.request_device_sync(
+            required_features=["shader-f16"] if self.has_f16 else [],
+            required_limits={k: adapter.limits[k] for k in wanted})
+        self.queue = self.device.queue
+        self.limits = dict(self.device.limits)
+        self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
+        self.max_binding_bytes = min(self.limits["max-storage-buffer-binding-size"],
+                                     self.limits["max-buffer-size"])
+        usage = wgpu.BufferUsage
+        self._usage = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+        self.pool = BufferPool(self._create_buffer)
+        self._pipelines: dict[str, Any] = {}
+        self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._encoder: Any = None
+        self._recorded = 0
+        self.dispatches = 0
+        self.compiles = 0
+        self.compile_seconds = 0.0
+        self.pipeline_hits = 0
+
+    # ----- buffers -------------------------------------------------------------------
+
+    def _create_buffer(self, size: int) -> Any:
+        return self.device.create_buffer(size=size, usage=self._usage)
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> WgpuArray:
+        """A fresh contiguous array of ember dtype ``dtype`` (contents undefined)."""
+        check_dtype(dtype, "allocate", self.name, self.has_f16)
+        shape = tuple(shape)
+        count = 1
+        for size in shape:
+            count *= size
+        nbytes = count * STORAGE[dtype][1]
+        if nbytes > self.max_binding_bytes:
+            raise DeviceError(f"{self.name}: a {dtype} tensor of shape {shape} needs {nbytes} "
+                              f"bytes, over the adapter's {self.max_binding_bytes}-byte limit "
+                              f"for one storage binding")
+        buffer, size = self.pool.take(nbytes)
+        return WgpuArray(Allocation(buffer, size, self.pool), shape,
+                         contiguous_strides(shape), 0, dtype)
+
+    def upload(self, data: np.ndarray) -> WgpuArray:
+        """Copy a host array to the device (int64 must fit int32; see table.STORAGE)."""
+        dtype = str(data.dtype)
+        check_dtype(dtype, "upload", self.name, self.has_f16)
+        storage = STORAGE[dtype][2]
+        if dtype == "int64" and data.size and (data.min() < _INT32.min or data.max() > _INT32.max):
+            raise DTypeError(f"upload: int64 values outside the int32 range do not fit on "
+                             f"{self.name} (WGSL has no 64-bit integers; ember stores int64 "
+                             f"as int32 there): min {data.min()}, max {data.max()}")
+        out = self.empty(data.shape, dtype)
+        host = np.ascontiguousarray(data, dtype=storage)
+        raw = host.tobytes()
+        if len(raw) % 4:
+            raw += b"\0" * (4 - len(raw) % 4)  # write_buffer copies whole 4-byte words
+        if raw:
+            self.flush()
+            self.queue.write_buffer(out.buffer, 0, raw)
+        return out
+
+    def read(self, array: WgpuArray, contiguous: WgpuArray | None = None) -> np.ndarray:
+        """The array's data as a new host array of its ember dtype.
+
+        ``contiguous``: a dense copy of ``array`` (made by the caller's copy
+        kernel) when ``array`` itself is a strided view.
+        """
+        source = array if contiguous is None else contiguous
+        storage = STORAGE[array.dtype]
+        host_dtype = np.dtype(np.bool_) if array.dtype == "bool" else np.dtype(array.dtype)
+        count = array.size
+        if count == 0:
+            return np.empty(array.shape, host_dtype)
+        if not source.contiguous:
+            raise ValueError(f"{self.name}: read needs a contiguous array, got {source!r}")
+        start = source.offset * storage[1]
+        nbytes = count * storage[1]
+        # read_buffer copies whole 4-byte words from a 4-byte-aligned offset.
+        lead = start % 4
+        span = -(-(lead + nbytes) // 4) * 4
+        self.flush()
+        raw = self.queue.read_buffer(source.buffer, start - lead, span)
+        values = np.frombuffer(raw, dtype=storage[2], count=count, offset=lead)
+        return values.astype(host_dtype).reshape(array.shape)
+
+    # ----- dispatch --------------------------------------------------------------------
+
+    @staticmethod
+    def groups(invocations: int, size: int = 256) -> tuple[int, int, int]:
+        """Workgroups covering ``invocations`` (spread over x and y past 65535 groups)."""
+        needed = max(1, -(-invocations // size))
+        if needed <= _MAX_GROUPS:
+            return (needed, 1, 1)
+        y = -(-needed // _MAX_GROUPS)
+        return (-(-needed // y), y, 1)
+
+    def _layout(self, n_writes: int, n_reads: int) -> tuple[Any, Any]:
+        found = self._layouts.get((n_writes, n_reads))
+        if found is not None:
+            return found
+        wgpu = self._wgpu
+        stage = wgpu.ShaderStage.COMPUTE
+        entries = [{"binding": i, "visibility": stage,
+                    "buffer": {"type": wgpu.BufferBindingType.storage}} for i in range(n_writes)]
+        entries += [{"binding": n_writes + i, "visibility": stage,
+                     "buffer": {"type": wgpu.BufferBindingType.read_only_storage}}
+                    for i in range(n_reads)]
+        entries.append({"binding": n_writes + n_reads, "visibility": stage,
+                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
+        group_layout = self.device.create_bind_group_layout(entries=entries)
+        pipeline_layout = self.device.create_pipeline_layout(bind_group_layouts=[group_layout])
+        found = self._layouts[(n_writes, n_reads)] = (group_layout, pipeline_layout)
+        return found
+
+    def pipeline(self, source: str, n_writes: int, n_reads: int) -> Any:
+        """The compute pipeline of ``source`` (compiled once per source and binding counts)."""
+        key = f"{n_writes},{n_reads}\n{source}"
+        found = self._pipelines.get(key)
+        if found is not None:
+            self.pipeline_hits += 1
+            return found
+        start = time.perf_counter()
+        _, pipeline_layout = self._layout(n_writes, n_reads)
+        module = self.device.create_shader_module(code=source)
+        found = self.device.create_compute_pipeline(
+            layout=pipeline_layout, compute={"module": module, "entry_point": "main"})
+        self.compile_seconds += time.perf_counter() - start
+        self.compiles += 1
+        self._pipelines[key] = found
+        _save_source(source)
+        return found
+
+    def dispatch(self, source: str, writes: Sequence[WgpuArray], reads: Sequence[WgpuArray],
+                 params: Sequence[int | float], groups: tuple[int, int, int]) -> None:
+        """Record one dispatch of ``source``'s ``main`` (binding order: see table.py)."""
+        if groups[0] == 0 or groups[1] == 0 or groups[2] == 0:
+            return
+        pipeline = self.pipeline(source, len(writes), len(reads))
+        group_layout, _ = self._layout(len(writes), len(reads))
+        uniform = self.device.create_buffer_with_data(
+            data=pack_params(params), usage=self._wgpu.BufferUsage.UNIFORM)
+        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": 0,
+                                               "size": a.allocation.size}}
+                   for i, a in enumerate((*writes, *reads))]
+        entries.append({"binding": len(entries), "resource": {"buffer": uniform, "offset": 0,
+                                                              "size": uniform.size}})
+        bind_group = self.device.create_bind_group(layout=group_layout, entries=entries)
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        compute = self._encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline)
+        compute.set_bind_group(0, bind_group)
+        compute.dispatch_workgroups(*groups)
+        compute.end()
+        self.dispatches += 1
+        self._recorded += 1
+        if self._recorded >= _SUBMIT_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Submit the recorded dispatches."""
+        if self._encoder is not None:
+            encoder, self._encoder = self._encoder, None
+            self._recorded = 0
+            self.queue.submit([encoder.finish()])
+
+    def finish(self) -> None:
+        """Submit and wait until the device is idle (benchmarks; reads wait by themselves)."""
+        self.flush()
+        # A one-word read waits for everything submitted before it (0.32.0's
+        # on_submitted_work_done_sync is broken; this works on every version).
+        probe = self.empty((1,), "int32")
+        self.queue.read_buffer(probe.buffer, 0, 4)
+
+    def statistics(self) -> dict[str, int]:
+        stats = self.pool.statistics()
+        stats.update(dispatches=self.dispatches, pipelines_compiled=self.compiles,
+                     pipeline_cache_hits=self.pipeline_hits)
+        return stats
+
+
+def pack_params(params: Sequence[int | float]) -> bytes:
+    """Params as 32-bit words (ints: two's complement, floats: f32), padded to 16 bytes."""
+    words = np.zeros(max(4, -(-len(params) // 4) * 4), np.uint32)
+    for i, value in enumerate(params):
+        if isinstance(value, float):
+            words[i] = np.float32(value).view(np.uint32)
+        else:
+            words[i] = int(value) & 0xFFFFFFFF
+    return words.tobytes()
+
+
+def _save_source(source: str) -> None:
+    """Keep each compiled WGSL source on disk (for inspection and traces); never fatal."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    path = os.path.join(cache_dir(), f"{digest}.wgsl")
+    if os.path.exists(path):
+        return
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w") as f:
+            f.write(source)
+        os.replace(temporary, path)
+    except OSError:
+        pass
