@@ -2,15 +2,20 @@
 
 For every coordinate ``c`` of an iteration shape it does::
 
-    dst[dst_offset + Σ c_d · dst_stride_d] = src[src_offset + Σ c_d · src_stride_d
-                                                  (+ index[index_offset + Σ c_d · index_stride_d]
-                                                     · axis_stride)]
+    dst[dst_offset + Σ c_d · dst_stride_d] = src[src_offset + Σ c_d · src_stride_d]
 
-converting the value when the two dtypes differ. Contiguous copies, permutes,
-expands, repeats, cat and split pieces, slicing and index_put's writes are the
-plain form; gather, index_select and ``t[index]`` add the index term. Shape,
-strides and offsets are params, so one pipeline serves every size and rank of a
-(source dtype, destination dtype, indexed) triple.
+converting the value when the two dtypes differ. An optional index term adds
+``index[index_offset + Σ c_d · index_stride_d] · axis_stride`` to the source
+offset (a gather: gather, index_select, ``t[idx]``) or to the destination offset
+(a scatter: index_put); the accumulating form adds into the destination with
+atomics (scatter_add, index_add). Contiguous copies, permutes, expands, repeats,
+cat and split pieces and slicing are the plain form. Shape, strides and offsets
+are params, so one pipeline serves every size and rank of a (source dtype,
+destination dtype, indexed, accumulating) combination.
+
+Accumulation order: atomics land in whatever order the device runs them, so
+float sums over repeated indices may differ from the CPU's sequential
+``np.add.at`` in the last bits, and from run to run; integer sums are exact.
 
 Index values: ``wrap`` adds the axis size to negative values first (``t[idx]``, as
 PyTorch); any value still outside ``[0, axis size)`` skips the element and records
@@ -29,35 +34,76 @@ import numpy as np
 from ember.kernels.wgpu import codegen
 from ember.kernels.wgpu.table import STORAGE, WgpuArray, contiguous_strides
 
-# Params: count, rank, src_offset, dst_offset, index_offset, axis_stride, axis_size, wrap,
+# Params: count, rank, src_offset, dst_offset, index_offset, axis_stride, axis_size, flags
+# (bit 0: wrap negative indices, bit 1: the index moves the destination, not the source),
 # then four rank-long blocks: shape, src strides, dst strides, index strides.
 _HEADER = 8
-_SOURCES: dict[tuple[str, str, bool], str] = {}
+_WRAP, _INDEX_ON_DST = 1, 2
+_SOURCES: dict[tuple, str] = {}
+
+# The accumulating form adds into a buffer of this dtype through atomics.
+ACCUMULATOR = {"float32": "float32", "float16": "float32", "int32": "int32",
+               "int64": "int64", "bool": "bool"}
+# How one value is added atomically: floats by compare-exchange on their bits (WGSL has
+# integer atomics only), bools by or (NumPy's bool sum saturates at True).
+_ATOMIC_ADD = {
+    "f32": """loop {
+        let old = atomicLoad(&out0[u32(d)]);
+        let sum = bitcast<u32>(bitcast<f32>(old) + value);
+        if (atomicCompareExchangeWeak(&out0[u32(d)], old, sum).exchanged) { break; }
+    }""",
+    "i32": "atomicAdd(&out0[u32(d)], value);",
+    "u32": "atomicOr(&out0[u32(d)], value);",
+}
+_ATOMIC_TYPE = {"f32": "u32", "i32": "i32", "u32": "u32"}
 
 
-def _source(src_dtype: str, dst_dtype: str, indexed: bool) -> str:
-    key = (src_dtype, dst_dtype, indexed)
+def _value(src_dtype: str, dst_dtype: str) -> str:
+    if STORAGE[src_dtype][0] == STORAGE[dst_dtype][0]:
+        return "in0[u32(s)]"  # the same storage: move the bits
+    return codegen.store(codegen.convert(codegen.load("in0", "u32(s)", src_dtype), src_dtype,
+                                         dst_dtype), dst_dtype)
+
+
+def _declarations(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: bool) -> str:
+    """``codegen.bindings``, except that an accumulating destination is atomic."""
+    writes = [dst_dtype] + (["int32"] if indexed else [])
+    reads = [src_dtype] + (["int32"] if indexed else [])
+    text = codegen.bindings(writes, reads, _HEADER)
+    if accumulate:
+        storage = STORAGE[dst_dtype][0]
+        text = text.replace(f"out0: array<{storage}>",
+                            f"out0: array<atomic<{_ATOMIC_TYPE[storage]}>>", 1)
+    return text
+
+
+def _source(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: bool) -> str:
+    key = (src_dtype, dst_dtype, indexed, accumulate)
     found = _SOURCES.get(key)
     if found is not None:
         return found
-    writes = [dst_dtype] + (["int32"] if indexed else [])
-    reads = [src_dtype] + (["int32"] if indexed else [])
-    if STORAGE[src_dtype][0] == STORAGE[dst_dtype][0]:
-        value = "in0[s]"  # the same storage: move the bits
-    else:
-        value = codegen.store(codegen.convert(codegen.load("in0", "s", src_dtype), src_dtype,
-                                              dst_dtype), dst_dtype)
     pick = """
     var picked = in1[u32(at)];
-    if (picked < 0 && pi(7u) != 0) { picked += pi(6u); }
+    let flags = pu(7u);
+    if (picked < 0 && (flags & 1u) != 0u) { picked += pi(6u); }
     if (picked < 0 || picked >= pi(6u)) {
         out1[0] = 1;
         out1[1] = in1[u32(at)];
         return;
     }
-    s += picked * pi(5u);""" if indexed else ""
+    if ((flags & 2u) != 0u) { d += picked * pi(5u); } else { s += picked * pi(5u); }""" \
+        if indexed else ""
+    if accumulate:
+        storage = STORAGE[dst_dtype][0]
+        value = _value(src_dtype, dst_dtype)
+        if storage == "f32":
+            value = f"f32({value})"
+        write = f"let value = {value};\n    {_ATOMIC_ADD[storage]}"
+    else:
+        write = f"out0[u32(d)] = {_value(src_dtype, dst_dtype)};"
     found = _SOURCES[key] = (
-        codegen.header([src_dtype, dst_dtype]) + codegen.bindings(writes, reads, _HEADER)
+        codegen.header([src_dtype, dst_dtype])
+        + _declarations(src_dtype, dst_dtype, indexed, accumulate)
         + codegen.ENTRY.format(size=256) + f"""
     let i = i32({codegen.LINEAR_INDEX.format(size=256)});
     if (i >= pi(0u)) {{ return; }}
@@ -74,44 +120,71 @@ def _source(src_dtype: str, dst_dtype: str, indexed: bool) -> str:
         d += c * pi(u32({_HEADER} + 2 * rank + k));
         at += c * pi(u32({_HEADER} + 3 * rank + k));
     }}{pick}
-    out0[u32(d)] = {value};
+    {write}
 }}
 """)
     return found
 
 
-def _launch(rt, shape: Sequence[int], dst: WgpuArray, dst_offset: int, dst_strides: Sequence[int],
-            src: WgpuArray, src_offset: int, src_strides: Sequence[int],
-            index: tuple | None = None) -> None:
+class Index:
+    """The index term of a gather or scatter (see the module docstring).
+
+    ``strides`` run over the iteration shape (0 on dims the index does not span);
+    ``axis_stride`` / ``axis_size`` describe the dim it picks along, in the array it
+    moves; ``where`` is (op, dim) for the out-of-range message.
+    """
+
+    __slots__ = ("array", "strides", "axis_stride", "axis_size", "wrap", "on_dst", "where")
+
+    def __init__(self, array: WgpuArray, strides: Sequence[int], axis_stride: int,
+                 axis_size: int, where: tuple[str, int], wrap: bool = False,
+                 on_dst: bool = False) -> None:
+        self.array = array
+        self.strides = tuple(strides)
+        self.axis_stride = axis_stride
+        self.axis_size = axis_size
+        self.wrap = wrap
+        self.on_dst = on_dst
+        self.where = where
+
+
+def launch(rt, shape: Sequence[int], dst: WgpuArray, dst_strides: Sequence[int],
+           src: WgpuArray, src_strides: Sequence[int], index: Index | None = None,
+           accumulate: bool = False) -> None:
+    """For every coordinate of ``shape``: ``dst[...] = src[...]`` (``+=`` when ``accumulate``).
+
+    Offsets are the views' own; ``dst`` of an accumulating launch must have the dtype
+    ``ACCUMULATOR[src.dtype]`` names.
+    """
     count = math.prod(shape)
     if count == 0:
         return
     rank = len(shape)
     if index is None:
-        head = [count, rank, src_offset, dst_offset, 0, 0, 0, 0]
+        head = [count, rank, src.offset, dst.offset, 0, 0, 0, 0]
         index_strides: Sequence[int] = (0,) * rank
     else:
-        array, index_strides, axis_stride, axis_size, wrap, _ = index
-        head = [count, rank, src_offset, dst_offset, array.offset, axis_stride, axis_size,
-                int(wrap)]
+        flags = (_WRAP if index.wrap else 0) | (_INDEX_ON_DST if index.on_dst else 0)
+        head = [count, rank, src.offset, dst.offset, index.array.offset, index.axis_stride,
+                index.axis_size, flags]
+        index_strides = index.strides
     params = head + list(shape) + list(src_strides) + list(dst_strides) + list(index_strides)
+    source = _source(src.dtype, dst.dtype, index is not None, accumulate)
     if index is None:
-        rt.dispatch(_source(src.dtype, dst.dtype, False), [dst], [src], params,
-                    rt.groups(count))
+        rt.dispatch(source, [dst], [src], params, rt.groups(count))
         return
     fault = rt.upload(np.zeros(2, np.int32))
-    rt.dispatch(_source(src.dtype, dst.dtype, True), [dst, fault], [src, index[0]], params,
-                rt.groups(count))
+    rt.dispatch(source, [dst, fault], [src, index.array], params, rt.groups(count))
     hit, bad = rt.read(fault).tolist()
     if hit:
-        op, dim = index[5]
-        raise IndexError(f"{op}: index {bad} is out of range for dim {dim} of size {index[3]}")
+        op, dim = index.where
+        raise IndexError(f"{op}: index {bad} is out of range for dim {dim} of size "
+                         f"{index.axis_size}")
 
 
 def copy_into(rt, dst: WgpuArray, src: WgpuArray) -> None:
     """Write ``src`` (any strided view, broadcast to ``dst``'s shape) into the view ``dst``."""
-    _launch(rt, dst.shape, dst, dst.offset, dst.strides, src, src.offset,
-            src.broadcast_strides(dst.shape))
+    launch(rt, dst.shape, dst, dst.strides, src, src.broadcast_strides(dst.shape))
 
 
 def copy(rt, src: WgpuArray, dtype: str | None = None) -> WgpuArray:
@@ -124,16 +197,3 @@ def copy(rt, src: WgpuArray, dtype: str | None = None) -> WgpuArray:
 def contiguous(rt, x: WgpuArray) -> WgpuArray:
     """``x`` itself when it is dense row-major, else a contiguous copy."""
     return x if x.contiguous else copy(rt, x)
-
-
-def gather(rt, out: WgpuArray, src: WgpuArray, src_strides: Sequence[int], index: WgpuArray,
-           index_strides: Sequence[int], axis_stride: int, axis_size: int, wrap: bool,
-           where: tuple[str, int]) -> None:
-    """Fill contiguous ``out`` from ``src`` with one index term (see the module docstring).
-
-    ``src_strides`` and ``index_strides`` run over ``out``'s dims (0 where a dim does not
-    move that operand); ``where`` is (op, dim) for the out-of-range message.
-    """
-    _launch(rt, out.shape, out, out.offset, contiguous_strides(out.shape), src, src.offset,
-            src_strides, (index, index_strides, axis_stride, axis_size, wrap, where))
-
