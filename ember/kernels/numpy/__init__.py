@@ -18,7 +18,7 @@ import ember.kernels.numpy.sorting  # noqa: F401
 from ember.kernels.fusion.planner import FusionPlanner
 from ember.kernels.numpy import fused
 from ember.kernels.numpy.pool import BufferPool
-from ember.kernels.numpy.table import KERNELS, NP
+from ember.kernels.numpy.table import KERNELS, NP, to_numpy
 
 
 class NumpyBackend:
@@ -41,7 +41,7 @@ class NumpyBackend:
     MAX_FUSED_INPUTS = 16
 
     def fusion_planner(self) -> FusionPlanner:
-        return FusionPlanner(fused.fusible, self.MAX_FUSED_INPUTS)
+        return FusionPlanner(fused.fusible, self.MAX_FUSED_INPUTS, reductions=True, views=True)
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
         return fused.run_fused(group, program, inputs, self.pool)
@@ -58,8 +58,10 @@ class NumpyBackend:
     def export(self, value: np.ndarray) -> np.ndarray:
         return value
 
-    def import_(self, exported: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-        return exported
+    def import_(self, exported: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+        # From another CPU device the array itself; from a GPU a copy to the host (its
+        # worker finished writing it before handing it over).
+        return to_numpy(exported)
 
     @staticmethod
     def owned_nbytes(value: np.ndarray) -> int:

@@ -19,9 +19,10 @@ def _arange(msg, pool):
     start, step = msg.attrs
     n = msg.shape[0]
     dtype = NP[msg.dtype]
+    xp = pool.xp
     if dtype.kind in "iu" and isinstance(start, int) and isinstance(step, int):
-        return np.arange(start, start + step * n, step, dtype=dtype)[:n]
-    return (start + step * np.arange(n, dtype=np.float64)).astype(dtype)
+        return xp.arange(start, start + step * n, step, dtype=dtype)[:n]
+    return (start + step * xp.arange(n, dtype=np.float64)).astype(dtype)
 
 
 @kernel("linspace")
@@ -30,12 +31,13 @@ def _linspace(msg, pool):
     # so both ends are exact. Computed in float64, rounded once (integers truncate).
     start, stop = msg.attrs
     num = msg.shape[0]
+    xp = pool.xp
     if num == 1:
-        return np.full(1, start, np.float64).astype(NP[msg.dtype])
+        return xp.full(1, start, np.float64).astype(NP[msg.dtype])
     step = (stop - start) / max(num - 1, 1)
-    index = np.arange(num, dtype=np.float64)
+    index = xp.arange(num, dtype=np.float64)
     half = num // 2
-    values = np.empty(num, np.float64)
+    values = xp.empty(num, np.float64)
     values[:half] = start + step * index[:half]
     values[half:] = stop - step * (num - 1 - index[half:])
     return values.astype(NP[msg.dtype])
@@ -43,7 +45,7 @@ def _linspace(msg, pool):
 
 @kernel("eye")
 def _eye(msg, pool):
-    return np.eye(*msg.shape, dtype=NP[msg.dtype])
+    return pool.xp.eye(*msg.shape, dtype=NP[msg.dtype])
 
 
 def _generator(seed: int, counter: int) -> np.random.Generator:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy.table import NP, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
@@ -56,7 +56,7 @@ def _index(msg, pool, x, *index):
     if index[0].dtype == np.bool_:
         # Only gradients ask this (index_put's value through a mask), with the count known.
         return view[(slice(None),) * axis + (index[0],)]
-    return np.take(view, index[0], axis=axis, out=pool.empty(msg.shape, x.dtype))
+    return namespace(x).take(view, index[0], axis=axis, out=pool.empty(msg.shape, x.dtype))
 
 
 @kernel("index_add")
@@ -70,7 +70,7 @@ def _index_add(msg, pool, x, *tensors):
     if axis is None:
         region += src  # ints, slices and None never reach a position twice
     else:
-        np.add.at(region, (slice(None),) * axis + (tensors[0],), src)
+        namespace(x).add.at(region, (slice(None),) * axis + (tensors[0],), src)
     return out.astype(x.dtype, copy=False)
 
 
@@ -78,7 +78,7 @@ def _index_add(msg, pool, x, *tensors):
 def _index_put(msg, pool, x, *tensors):
     entries, axis, scalar = msg.attrs
     out = pool.empty(msg.shape, x.dtype)
-    np.copyto(out, x)
+    namespace(x).copyto(out, x)
     region = out[_numpy_key(entries)]  # a view: assigning to it writes into out
     value = tensors[-1] if scalar is None else scalar
     if axis is None:
@@ -96,12 +96,13 @@ def _gather(msg, pool, x, index):
     _check_range("gather", index, x.shape[dim], dim)
     # PyTorch reads only x[:index.shape[0], :index.shape[1], ...] outside dim.
     part = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index.shape))]
-    return np.take_along_axis(part, index, axis=dim).reshape(msg.shape)
+    return namespace(x).take_along_axis(part, index, axis=dim).reshape(msg.shape)
 
 
 @kernel("scatter_add")
 def _scatter_add(msg, pool, x, index, src):
     (dim,) = msg.attrs
+    xp = namespace(x)
     compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
     out = x.astype(compute).reshape(x.shape or (1,))  # a copy: x is never written
     index = index.reshape(index.shape or (1,))
@@ -109,9 +110,9 @@ def _scatter_add(msg, pool, x, index, src):
     _check_range("scatter_add", index, out.shape[dim], dim)
     ndim = index.ndim
     # The positions of index's own grid in every dim but dim, as broadcastable aranges.
-    key = tuple(index if d == dim else np.arange(n).reshape((n,) + (1,) * (ndim - 1 - d))
+    key = tuple(index if d == dim else xp.arange(n).reshape((n,) + (1,) * (ndim - 1 - d))
                 for d, n in enumerate(index.shape))
-    np.add.at(out, key, src[tuple(slice(0, n) for n in index.shape)])
+    xp.add.at(out, key, src[tuple(slice(0, n) for n in index.shape)])
     return out.astype(x.dtype, copy=False).reshape(msg.shape)
 
 
@@ -121,13 +122,14 @@ def _index_select(msg, pool, x, index):
     x = x.reshape(x.shape or (1,))
     index = index.reshape(-1)
     _check_range("index_select", index, x.shape[dim], dim)
-    return np.take(x, index, axis=dim).reshape(msg.shape)
+    return namespace(x).take(x, index, axis=dim).reshape(msg.shape)
 
 
 @kernel("masked_fill")
 def _masked_fill(msg, pool, x, mask, *value):
     (scalar,) = msg.attrs
     out = pool.empty(msg.shape, x.dtype)
-    np.copyto(out, x)
-    np.copyto(out, value[0] if value else scalar, casting="unsafe", where=mask)
+    xp = namespace(x)
+    xp.copyto(out, x)
+    xp.copyto(out, value[0] if value else scalar, casting="unsafe", where=mask)
     return out

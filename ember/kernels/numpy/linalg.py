@@ -9,27 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy.table import NP, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 
 def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    xp = namespace(a)
     if a.ndim > 2 and b.ndim == 2:
         # (..., m, k) @ (k, n) as one (M, k) @ (k, n) GEMM: NumPy's stacked loop runs a
         # small GEMM per leading index, up to ~40x slower with a transposed rhs.
         flat = a.reshape(-1, a.shape[-1])
-        np.matmul(flat, b, out=out.reshape(-1, out.shape[-1]))
+        xp.matmul(flat, b, out=out.reshape(-1, out.shape[-1]))
         return out
-    return np.matmul(a, b, out=out)
+    return xp.matmul(a, b, out=out)
 
 
 @kernel("matmul")
 def _matmul(msg, pool, a, b):
     out_dtype = NP[msg.dtype]
     if out_dtype in _LOW_PRECISION:
-        product = _product(a.astype(_F32), b.astype(_F32), np.empty(msg.shape, _F32))
+        product = _product(a.astype(_F32), b.astype(_F32), namespace(a).empty(msg.shape, _F32))
         return product.astype(out_dtype)
     if a.dtype != out_dtype:
         a = a.astype(out_dtype)

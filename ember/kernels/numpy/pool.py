@@ -21,6 +21,8 @@ _REFS_WHEN_UNSHARED = 3
 
 
 class BufferPool:
+    xp = np  # the array module kernels create arrays with (creation kernels have no input)
+
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
         self._free: dict[tuple, list[np.ndarray]] = {}

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy.table import NP, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
@@ -35,11 +35,12 @@ def _kept(shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
 @kernel("sum", "prod")
 def _accumulate(msg, pool, x):
     dims, keepdim = msg.attrs
-    ufunc = np.add if msg.op == "sum" else np.multiply
+    xp = namespace(x)
+    total = xp.sum if msg.op == "sum" else xp.prod
     out_dtype = NP[msg.dtype]
     acc = _accumulator(out_dtype)
-    out = ufunc.reduce(x, axis=tuple(dims), dtype=acc, keepdims=keepdim,
-                       out=pool.empty(msg.shape, acc))
+    out = total(x, axis=tuple(dims), dtype=acc, keepdims=keepdim,
+                out=pool.empty(msg.shape, acc))
     return out.astype(out_dtype, copy=False)
 
 
@@ -48,10 +49,11 @@ def _mean(msg, pool, x):
     dims, keepdim = msg.attrs
     out_dtype = NP[msg.dtype]
     acc = _accumulator(out_dtype)
-    total = np.add.reduce(x, axis=tuple(dims), dtype=acc, keepdims=keepdim,
-                          out=pool.empty(msg.shape, acc))
+    xp = namespace(x)
+    total = xp.sum(x, axis=tuple(dims), dtype=acc, keepdims=keepdim,
+                   out=pool.empty(msg.shape, acc))
     with np.errstate(invalid="ignore"):  # 0 / 0: the mean of no elements is nan
-        np.divide(total, _count(x.shape, dims), out=total)
+        xp.divide(total, _count(x.shape, dims), out=total)
     return total.astype(out_dtype, copy=False)
 
 
@@ -60,19 +62,20 @@ def _extreme(msg, pool, x):
     # Exact in every dtype, so no float32 detour; NumPy's maximum propagates NaN
     # as PyTorch does, and warns about it, which is not news here.
     dims, keepdim = msg.attrs
-    ufunc = np.maximum if msg.op == "max" else np.minimum
+    xp = namespace(x)
+    extreme = xp.max if msg.op == "max" else xp.min
     with np.errstate(invalid="ignore"):
-        return ufunc.reduce(x, axis=tuple(dims), keepdims=keepdim,
-                            out=pool.empty(msg.shape, x.dtype))
+        return extreme(x, axis=tuple(dims), keepdims=keepdim, out=pool.empty(msg.shape, x.dtype))
 
 
 @kernel("any", "all")
 def _logical(msg, pool, x):
     # NumPy tests numbers for being non-zero (NaN is true), as PyTorch does.
     dims, keepdim = msg.attrs
-    ufunc = np.logical_or if msg.op == "any" else np.logical_and
-    return ufunc.reduce(x, axis=tuple(dims), keepdims=keepdim,
-                        out=pool.empty(msg.shape, np.dtype(np.bool_)))
+    xp = namespace(x)
+    test = xp.any if msg.op == "any" else xp.all
+    return test(x, axis=tuple(dims), keepdims=keepdim,
+                out=pool.empty(msg.shape, np.dtype(np.bool_)))
 
 
 @kernel("logsumexp")
@@ -83,16 +86,18 @@ def _logsumexp(msg, pool, x):
     acc = _accumulator(out_dtype)
     # Shift by the max so exp cannot overflow; an infinite max (all -inf, or a
     # +inf) shifts by 0 instead, since inf - inf would turn the answer into nan.
-    # `initial` makes the max of no elements -inf, whose log-sum is then -inf.
+    # The log-sum of no elements is log(0) = -inf.
+    xp = namespace(x)
+    if _count(x.shape, dims) == 0:
+        return xp.full(msg.shape, -np.inf, out_dtype)
     shifted = x.astype(acc)  # a private copy, worked on in place below
-    shift = np.maximum.reduce(shifted, axis=dims, keepdims=True, initial=-np.inf,
-                              out=np.empty(_kept(x.shape, dims), acc))
-    shift[~np.isfinite(shift)] = 0.0
+    shift = xp.max(shifted, axis=dims, keepdims=True, out=xp.empty(_kept(x.shape, dims), acc))
+    shift[~xp.isfinite(shift)] = 0.0
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN in, log(0) = -inf
-        np.subtract(shifted, shift, out=shifted)
-        np.exp(shifted, out=shifted)
-        out = np.add.reduce(shifted, axis=dims, keepdims=keepdim, out=pool.empty(msg.shape, acc))
-        np.log(out, out=out)
+        xp.subtract(shifted, shift, out=shifted)
+        xp.exp(shifted, out=shifted)
+        out = xp.sum(shifted, axis=dims, keepdims=keepdim, out=pool.empty(msg.shape, acc))
+        xp.log(out, out=out)
     out += shift.reshape(msg.shape)
     return out.astype(out_dtype, copy=False)
 
@@ -106,17 +111,17 @@ def _variance(msg, pool, x):
     out_dtype = NP[msg.dtype]
     acc = _accumulator(out_dtype)
     count = _count(x.shape, dims)
+    xp = namespace(x)
     with np.errstate(invalid="ignore", divide="ignore"):  # nan or inf, as in PyTorch
-        mean = np.add.reduce(x, axis=dims, dtype=acc, keepdims=True,
-                             out=np.empty(_kept(x.shape, dims), acc))
-        np.divide(mean, count, out=mean)
-        deviation = np.subtract(x, mean, dtype=acc, out=np.empty(x.shape, acc))
-        np.multiply(deviation, deviation, out=deviation)
-        out = np.add.reduce(deviation, axis=dims, keepdims=keepdim,
-                            out=pool.empty(msg.shape, acc))
-        np.divide(out, max(count - correction, 0), out=out)
+        mean = xp.sum(x, axis=dims, dtype=acc, keepdims=True,
+                      out=xp.empty(_kept(x.shape, dims), acc))
+        xp.divide(mean, count, out=mean)
+        deviation = xp.subtract(x, mean, dtype=acc, out=xp.empty(x.shape, acc))
+        xp.multiply(deviation, deviation, out=deviation)
+        out = xp.sum(deviation, axis=dims, keepdims=keepdim, out=pool.empty(msg.shape, acc))
+        xp.divide(out, max(count - correction, 0), out=out)
         if msg.op == "std":
-            np.sqrt(out, out=out)
+            xp.sqrt(out, out=out)
     return out.astype(out_dtype, copy=False)
 
 
@@ -125,7 +130,8 @@ def _arg_extreme(msg, pool, x):
     # np.argmax / np.argmin give the first of equal values and the first NaN,
     # PyTorch's answer. axis None means the flattened tensor (0-d ones too).
     axis, keepdim = msg.attrs
-    find = np.argmax if msg.op == "argmax" else np.argmin
+    xp = namespace(x)
+    find = xp.argmax if msg.op == "argmax" else xp.argmin
     out = pool.empty(msg.shape, np.dtype(np.int64))
     if axis is None:
         out[...] = find(x.reshape(-1))
@@ -141,5 +147,5 @@ def _cumsum(msg, pool, x):
     out = pool.empty(msg.shape, acc)
     # A 0-d tensor is its own running sum; NumPy wants an axis to run along.
     source = x.reshape(1) if x.ndim == 0 else x
-    np.cumsum(source, axis=axis, dtype=acc, out=out.reshape(source.shape))
+    namespace(x).cumsum(source, axis=axis, dtype=acc, out=out.reshape(source.shape))
     return out.astype(out_dtype, copy=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy.table import NP, kernel, namespace
 
 
 @kernel("reshape")
@@ -25,7 +25,7 @@ def _permute(msg, pool, x):
 
 @kernel("expand")
 def _expand(msg, pool, x):
-    return np.broadcast_to(x, msg.shape)
+    return namespace(x).broadcast_to(x, msg.shape)
 
 
 @kernel("repeat")
@@ -36,19 +36,20 @@ def _repeat(msg, pool, x):
     padded = (1,) * (len(reps) - x.ndim) + x.shape
     out = pool.empty(msg.shape, x.dtype)
     tiles = out.reshape(tuple(n for pair in zip(reps, padded) for n in pair))
-    np.copyto(tiles, x.reshape(tuple(n for s in padded for n in (1, s))))
+    namespace(x).copyto(tiles, x.reshape(tuple(n for s in padded for n in (1, s))))
     return out
 
 
 @kernel("split")
 def _split(msg, pool, x):
     dim, offsets = msg.attrs
-    return tuple(np.split(x, offsets, axis=dim))
+    return tuple(namespace(x).split(x, offsets, axis=dim))
 
 
 @kernel("cat")
 def _cat(msg, pool, *arrays):
     dim, new_axis = msg.attrs
     out = pool.empty(msg.shape, NP[msg.dtype])
-    join = np.stack if new_axis else np.concatenate
+    xp = namespace(out)
+    join = xp.stack if new_axis else xp.concatenate
     return join(arrays, axis=dim, out=out, casting="unsafe")

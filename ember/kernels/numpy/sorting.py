@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy.table import NP, kernel, namespace
 
 # ml_dtypes' bfloat16 sorts NaN out of place (and slowly); float32 holds every
 # bfloat16 exactly and in the same order.
@@ -19,30 +19,32 @@ _F32 = np.dtype(np.float32)
 
 def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Int64 indices that stably sort ``x`` along ``axis`` (``x.ndim >= 1``)."""
+    xp = namespace(x)
     keys = x.astype(_F32) if x.dtype == _BF16 else x
     if not descending:
-        return np.argsort(keys, axis=axis, kind="stable").astype(np.int64, copy=False)
+        return xp.argsort(keys, axis=axis, kind="stable").astype(np.int64, copy=False)
     # Descending and stable: a stable ascending sort of the reversed lane, read
     # backwards, lists equal keys by rising index in the original lane (negating
     # the keys instead would break ints' minimum, bools and NaN).
-    backwards = np.argsort(np.flip(keys, axis), axis=axis, kind="stable")
-    return np.subtract(x.shape[axis] - 1, np.flip(backwards, axis), dtype=np.int64)
+    backwards = xp.argsort(xp.flip(keys, axis), axis=axis, kind="stable")
+    return xp.subtract(x.shape[axis] - 1, xp.flip(backwards, axis), dtype=np.int64)
 
 
 @kernel("sort")
 def _sort(msg, pool, x):
     axis, descending = msg.attrs
+    xp = namespace(x)
     if x.ndim == 0:
-        return x.copy(), np.zeros((), np.int64)
+        return x.copy(), xp.zeros((), np.int64)
     order = _order(x, axis, descending)
-    return np.take_along_axis(x, order, axis), order
+    return xp.take_along_axis(x, order, axis), order
 
 
 @kernel("argsort")
 def _argsort(msg, pool, x):
     axis, descending = msg.attrs
     if x.ndim == 0:
-        return np.zeros((), np.int64)
+        return namespace(x).zeros((), np.int64)
     return _order(x, axis, descending)
 
 
@@ -52,11 +54,12 @@ def _topk(msg, pool, x):
     # O(n), but a partition picks among ties at the k-th value arbitrarily, and
     # the earliest-index rule would then need a second pass over those ties.
     k, axis, largest = msg.attrs
+    xp = namespace(x)
     if x.ndim == 0:
-        return x.copy(), np.zeros((), np.int64)
+        return x.copy(), xp.zeros((), np.int64)
     order = _order(x, axis, largest)
     if k < x.shape[axis]:
         first_k = [slice(None)] * x.ndim
         first_k[axis] = slice(0, k)
         order = order[tuple(first_k)].copy()  # an owned buffer, not a view of the full order
-    return np.take_along_axis(x, order, axis), order
+    return xp.take_along_axis(x, order, axis), order

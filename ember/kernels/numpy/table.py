@@ -31,3 +31,40 @@ def kernel(*names: str) -> Callable:
         return fn
 
     return register
+
+
+# Array type → the module that computes on it. Kernels written against this table's
+# NumPy names run on any registered module that mirrors NumPy (a GPU backend registers
+# its own array type), so each op's kernel is written once.
+_MODULES: dict[type, Any] = {np.ndarray: np}
+_ARRAY_TYPES: tuple[type, ...] = (np.ndarray,)
+_TO_NUMPY: dict[type, Callable[[Any], np.ndarray]] = {np.ndarray: lambda array: array}
+
+
+def register_array_type(array_type: type, module: Any,
+                        to_numpy: Callable[[Any], np.ndarray]) -> None:
+    """Let kernels compute on ``array_type`` through ``module`` (NumPy's API, e.g. CuPy);
+    ``to_numpy`` copies one to the host (a transfer to a CPU device)."""
+    global _ARRAY_TYPES
+    _MODULES[array_type] = module
+    _TO_NUMPY[array_type] = to_numpy
+    _ARRAY_TYPES = tuple(_MODULES)
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A host array of ``value``, an array of any registered module."""
+    return _TO_NUMPY[type(value)](value)
+
+
+def namespace(*values: Any) -> Any:
+    """The array module of the first array among ``values`` (NumPy if there is none)."""
+    for value in values:
+        module = _MODULES.get(type(value))
+        if module is not None:
+            return module
+    return np
+
+
+def is_array(value: Any) -> bool:
+    """Whether ``value`` is an array of a registered module (not a Python or NumPy scalar)."""
+    return isinstance(value, _ARRAY_TYPES)
