@@ -226,6 +226,10 @@ class DeviceActor:
         pending = self._pending
         wake, urgent = self._wake, self._urgent
         try:
+            # A GPU backend makes its device, stream and pool this thread's own.
+            start_worker = getattr(self.backend, "start_worker", None)
+            if start_worker is not None:
+                start_worker()
             while True:
                 wake.wait()
                 wake.clear()
@@ -261,7 +265,7 @@ class DeviceActor:
     def _run_batch(self, batch: list) -> None:
         self._batches += 1
         if self._planner is not None:
-            batch = self._planner.plan(batch, self._stored_dtype)
+            batch = self._planner.plan(batch, self._stored_dtype, self._stored_shape)
         handlers = self._handlers
         traces = _trace.active()
         for i, msg in enumerate(batch, 1):
@@ -334,6 +338,10 @@ class DeviceActor:
     def _stored_dtype(self, tensor_id: int) -> str | None:
         value = self._env.get(tensor_id)
         return None if value is None else str(value.dtype)
+
+    def _stored_shape(self, tensor_id: int) -> tuple[int, ...] | None:
+        value = self._env.get(tensor_id)
+        return None if value is None else tuple(value.shape)
 
     def _on_fused(self, group: FusedGroup) -> None:
         members = group.members

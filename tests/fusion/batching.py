@@ -1,4 +1,5 @@
-"""``one_batch(device)``: everything submitted inside the block runs in one worker batch.
+"""``one_batch(device)``: everything submitted inside the block runs in one worker batch;
+``step_counts`` measures the fusion counters of such a batch on a ``fresh_device()``.
 
 Fusion plans one batch at a time, and a batch is whatever the worker drained
 when it woke. Building ops and then reading usually gives one batch, but a
@@ -10,6 +11,7 @@ submitted in the block is queued when it next drains.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Iterator
 
@@ -47,3 +49,36 @@ def one_batch(device: em.Device) -> Iterator[None]:
         gate.set()
         del hold, seed
         _holds.pop(key, None)
+
+
+_fresh = itertools.count(60)
+
+
+def fresh_index() -> int:
+    """The index of a CPU device no other test has used, so its counters start at zero."""
+    return next(_fresh)
+
+
+def fresh_device() -> em.Device:
+    return em.cpu(fresh_index())
+
+
+def step_counts(device: em.Device, build) -> dict[str, int]:
+    """Counter increments (groups, ops_fused, kernels_launched) over ``build()`` run in one
+    batch and read, less what an empty batch costs (the hold of ``one_batch``)."""
+
+    def measure(fn) -> dict[str, int]:
+        em.sync(device)
+        before = em.stats(device).as_dict()
+        with one_batch(device):
+            result = fn()
+        if result is not None:
+            for t in result if isinstance(result, tuple) else (result,):
+                t.numpy()
+        em.sync(device)
+        after = em.stats(device).as_dict()
+        return {k: after[k] - before[k] for k in ("groups", "ops_fused", "kernels_launched")}
+
+    overhead = measure(lambda: None)
+    counts = measure(build)
+    return {k: counts[k] - overhead[k] for k in counts}

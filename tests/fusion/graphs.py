@@ -18,6 +18,11 @@ value number (int) or ``{"s": python_scalar}``. Nodes:
     ["clamp", a, low, high]       low / high: scalar, value number or None (not both)
     ["where", cmp, a, b, c, d]    em.where(a cmp b, c, d); cmp: lt le gt ge eq ne
     ["cast", a, dtype]            float32 float64 float16 bfloat16 (integer graphs: int32 int64)
+    ["reduce", name, a, dims, keepdim]
+                                  sum mean max min var logsumexp (integer graphs: sum max
+                                  min) over ``dims``; without keepdim the result is
+                                  reshaped back to keepdim's shape (a view in the group)
+    ["expand", a, shape]          a broadcast to ``shape``
 
 ``outputs`` lists the value numbers kept (and read); every other handle dies
 before its batch runs, as a temporary in user code would.
@@ -48,6 +53,7 @@ class Vocabulary(NamedTuple):
     low_bounds: tuple[Any, ...]
     high_bounds: tuple[Any, ...]
     cast_dtypes: tuple[str, ...]
+    reductions: tuple[str, ...]
 
 
 FLOATING = Vocabulary(
@@ -58,7 +64,8 @@ FLOATING = Vocabulary(
     pow_exponents=(2.0, 0.5, 3, -1.0, 0.0),
     low_bounds=(-1.0, 0.0, -0.5), high_bounds=(1.0, 2.0, 0.25),
     # float16 / bfloat16 values are not fused on the CPU: groups must close around them.
-    cast_dtypes=("float32", "float64", "float32", "float64", "float16", "bfloat16"))
+    cast_dtypes=("float32", "float64", "float32", "float64", "float16", "bfloat16"),
+    reductions=("sum", "mean", "max", "min", "var", "logsumexp"))
 # Integer graphs divide by zero now and then: the reads that fail must be the same.
 INTEGER = Vocabulary(
     dtypes=("int32", "int64"),
@@ -67,7 +74,8 @@ INTEGER = Vocabulary(
             "bitwise_and", "bitwise_or", "bitwise_xor"),
     scalars=(0, 1, -1, 2, -3, 7, 100),
     pow_exponents=(0, 1, 2, 3),
-    low_bounds=(-5, 0), high_bounds=(3, 50), cast_dtypes=("int32", "int64"))
+    low_bounds=(-5, 0), high_bounds=(3, 50), cast_dtypes=("int32", "int64"),
+    reductions=("sum", "max", "min"))
 
 _UNARY_FNS = {
     "neg": lambda t: -t, "abs": abs, "exp": lambda t: t.exp(), "tanh": lambda t: t.tanh(),
@@ -121,6 +129,14 @@ def _apply(node: list, values: list) -> em.Tensor:
         return em.where(cond, _operand(node[4], values), _operand(node[5], values))
     if kind == "cast":
         return values[node[1]].astype(getattr(em, node[2]))
+    if kind == "reduce":
+        _, name, a, dims, keepdim = node
+        x = values[a]
+        reduced = getattr(x, name)(dim=tuple(dims), keepdim=keepdim)
+        kept = [1 if d in dims else n for d, n in enumerate(x.shape)]
+        return reduced if keepdim else reduced.reshape(*kept)
+    if kind == "expand":
+        return values[node[1]].expand(*node[2])
     raise ValueError(f"unknown node {node!r}")
 
 
@@ -171,6 +187,8 @@ def _references(node: list) -> list[int]:
         operands = node[1:4]
     elif kind == "where":
         operands = node[2:6]
+    elif kind == "reduce":
+        operands = [node[2]]
     else:
         operands = [node[1]]
     return [o for o in operands if isinstance(o, int)]
@@ -213,6 +231,7 @@ def graphs(draw, vocabulary: Vocabulary = FLOATING, max_nodes: int = 12) -> dict
     inputs[0][0] = list(base)  # one operand spans the whole shape
     nodes: list[list] = []
     n_values = n_inputs
+    shapes = [tuple(shape) for shape, _, _ in inputs]  # every value broadcasts into base
 
     def value() -> int:
         # Mostly the newest values, so chains form; sometimes anything earlier.
@@ -227,8 +246,24 @@ def graphs(draw, vocabulary: Vocabulary = FLOATING, max_nodes: int = 12) -> dict
 
     for _ in range(draw(st.integers(1, max_nodes))):
         kind = draw(st.sampled_from(("unary", "unary", "binary", "binary", "binary",
-                                     "clamp", "where", "cast")))
-        if kind == "unary":
+                                     "clamp", "where", "cast", "reduce", "reduce", "expand")))
+        if kind == "reduce":
+            a = value()
+            rank = len(shapes[a])
+            if rank == 0:
+                kind = "unary"
+            elif draw(st.integers(0, 4)):  # trailing dims mostly: the rows a group keeps
+                dims = list(range(draw(st.integers(0, rank - 1)), rank))
+            else:
+                dims = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1)))
+        if kind == "reduce":
+            nodes.append(["reduce", draw(st.sampled_from(words.reductions)), a, dims,
+                          draw(st.booleans())])
+            shapes.append(tuple(1 if d in dims else n for d, n in enumerate(shapes[a])))
+        elif kind == "expand":
+            nodes.append(["expand", value(), list(base)])
+            shapes.append(tuple(base))
+        elif kind == "unary":
             nodes.append(["unary", draw(st.sampled_from(words.unary)), value()])
         elif kind == "binary":
             op = draw(st.sampled_from(words.binary))
@@ -253,6 +288,8 @@ def graphs(draw, vocabulary: Vocabulary = FLOATING, max_nodes: int = 12) -> dict
                           *((b, a) if draw(st.booleans()) else (a, b)), operand(), operand()])
         else:
             nodes.append(["cast", value(), draw(st.sampled_from(words.cast_dtypes))])
+        if len(shapes) == n_values:  # elementwise: the operands' broadcast shape
+            shapes.append(np.broadcast_shapes(*(shapes[r] for r in _references(nodes[-1]))))
         n_values += 1
     last = n_values - 1
     outputs = sorted({last} | {k for k in range(n_inputs, last)

@@ -121,7 +121,7 @@ def intermediates(device_index: int) -> dict[str, np.ndarray]:
         a = x * 2.0
         kept = a.exp()  # alive: read after the group ran
         c = (kept + w).tanh()
-        summed = c.sum(dim=1)  # c is read by a later, unfused op, then its handle dies
+        summed = c.sum(dim=1)  # a row reduction: joins the group; then c's handle dies
         d = c * 3.0 - a  # a: handle dies after this line, read inside the group only
         del a, c
         tail = d.sigmoid()

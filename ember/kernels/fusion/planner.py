@@ -1,14 +1,31 @@
 """The fusion planner: runs of elementwise ops in a device's batch become one group.
 
 The planner reads the batch a device worker drained and replaces each run of
-consecutive elementwise ``Call``s of one output shape with a ``FusedGroup``.
+consecutive fusible ``Call``s with a ``FusedGroup``. Two kinds of group:
+
+- **elementwise**: every member is elementwise and has the group's shape.
+- **row** (backends that fuse reductions): members work on the rows of a base
+  shape S, the leading ``rows`` dims that every reduction in the group keeps.
+  A reduction over the trailing dims of S joins, with an elementwise prologue
+  (members of shape S before it) and epilogue (members of shape S, or of the
+  reduced shape, reading its result): softmax and layer_norm are one group
+  each. Every member of a row reads only its own row, so a backend can run the
+  group row block by row block (CPU) or one row per workgroup (GPU).
+
+Views are index maps (backends that fuse them): reshape / permute / expand of
+a group's input is computed as a view before the group, and in a row group a
+reshape or expand that keeps the rows (the reduced shape with or without its
+size-1 dims, or broadcast back to S) joins it.
+
 A group closes on a clear rule: a message that is not a fusible ``Call`` (a
-read, a sync, a transfer, a reduction, a matmul ...), a different output shape,
-a dtype the backend does not fuse, or more external inputs than the backend
-allows. ``Drop``s inside a run are moved after the group (the group may still
-read those buffers). A member's output is materialized only if its handle is
-still alive at the end of the batch or a later message reads it: an
-intermediate whose handle died before the group ran never exists.
+read, a sync, a transfer, a matmul ...), a shape outside the group's (another
+base shape, or another row split), a reduce that would read what the group
+writes (one over leading dims, whose rows other blocks compute), a dtype the
+backend does not fuse, or more external inputs than the backend allows.
+``Drop``s inside a run are moved after the group (the group may still read
+those buffers). A member's output is materialized only if its handle is still
+alive at the end of the batch or a later message reads it: an intermediate
+whose handle died before the group ran never exists.
 
 A group's evaluation program (member steps over numbered slots) is cached by
 the group's relative structure (ids renumbered, sizes left out), so a steady
@@ -30,18 +47,29 @@ ELEMENTWISE = frozenset({
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
     "neg", "abs", "sign", "floor", "ceil", "round", "relu", "exp", "log", "log1p", "sqrt",
     "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "erf",
-    "reciprocal", "isnan", "isinf", "bitwise_not", "clamp", "where", "cast",
+    "reciprocal", "isnan", "isinf", "bitwise_not", "clamp", "where", "cast", "alias",
 })
+# Reductions a row group can hold; attrs start with (dims, keepdim).
+REDUCTIONS = frozenset({"sum", "prod", "mean", "max", "min", "var", "std", "logsumexp"})
+VIEWS = frozenset({"reshape", "permute", "expand"})
 
 
 class FusedGroup(msgspec.Struct, frozen=True, gc=False):
-    """Members run as one kernel. ``outputs``: member outputs that must be materialized."""
+    """Members run as one kernel. ``outputs``: member outputs that must be materialized.
+
+    ``shape``: the output shape of an elementwise group, the base shape S of a row
+    group. ``rows``: None for an elementwise group; for a row group, how many
+    leading dims of S its reductions keep. ``prologue``: how many leading members
+    are views of inputs (index maps evaluated before the group, full size).
+    """
 
     members: tuple[Call, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     shape: tuple[int, ...]
     key: tuple
+    rows: int | None = None
+    prologue: int = 0
 
 
 class Program(msgspec.Struct, frozen=True, gc=False):
@@ -51,14 +79,16 @@ class Program(msgspec.Struct, frozen=True, gc=False):
     materialize: tuple[bool, ...]
 
 
-def _note_dtypes(msg: Any, made_here: dict[int, str]) -> None:
+def _note_meta(msg: Any, made_here: dict[int, tuple[str, tuple[int, ...]]]) -> None:
+    """Record (dtype name, shape) of what ``msg`` makes."""
     kind = type(msg)
     if kind is Call or kind is Receive:
-        made_here[msg.out] = msg.dtype
+        made_here[msg.out] = (msg.dtype, msg.shape)
     elif kind is MultiCall:
-        made_here.update(zip(msg.outs, msg.dtypes))
+        made_here.update(zip(msg.outs, zip(msg.dtypes, msg.shapes)))
     elif kind is Upload:
-        made_here[msg.out] = str(msg.data.dtype)  # NumPy's names are ember's for its dtypes
+        # NumPy's dtype names are ember's for the dtypes NumPy has.
+        made_here[msg.out] = (str(msg.data.dtype), tuple(msg.data.shape))
 
 
 def _reads(msg: Any) -> tuple[int, ...]:
@@ -75,34 +105,98 @@ def _reads(msg: Any) -> tuple[int, ...]:
 MAX_MEMBERS = 64
 
 
-class _Run:
-    """The run being built: its members, what they produce, what they read from outside."""
+def _broadcasts_into(shape: tuple[int, ...], base: tuple[int, ...]) -> bool:
+    if len(shape) > len(base):
+        return False
+    return all(d == b or d == 1 for d, b in zip(reversed(shape), reversed(base)))
 
-    __slots__ = ("members", "produced", "external", "shape", "end")
+
+def _trailing_rows(dims: tuple[int, ...], ndim: int) -> int | None:
+    """How many leading dims a reduction over ``dims`` keeps, if ``dims`` are trailing."""
+    if not dims or tuple(dims) != tuple(range(ndim - len(dims), ndim)):
+        return None
+    return ndim - len(dims)
+
+
+class _Run:
+    """The run being built: its members, what they produce, what they read from outside.
+
+    ``prologue``: views of external inputs (index maps), moved before the other
+    members. ``shape`` is S once a non-view member joined; ``rows`` is set by the
+    first reduction.
+    """
+
+    __slots__ = ("prologue", "members", "produced", "external", "shape", "rows", "end")
 
     def __init__(self) -> None:
+        self.prologue: list[Call] = []
         self.members: list[Call] = []
-        self.produced: set[int] = set()
+        self.produced: dict[int, tuple[int, ...]] = {}  # id → shape
         self.external: dict[int, None] = {}  # ordered set
         self.shape: tuple[int, ...] | None = None
+        self.rows: int | None = None
         self.end = -1
 
-    def accepts(self, msg: Call, max_inputs: int) -> bool:
-        if not self.members:
-            return True
-        if msg.shape != self.shape or len(self.members) >= MAX_MEMBERS:
+    def _reduced(self, shape: tuple[int, ...]) -> bool:
+        """Whether ``shape`` is the rows of S with or without the reduced dims' size-1 axes."""
+        if self.rows is None or self.shape is None:
+            return False
+        head = self.shape[:self.rows]
+        return shape == head or shape == head + (1,) * (len(self.shape) - self.rows)
+
+    def accepts(self, msg: Call, kind: str, in_shape: tuple[int, ...] | None,
+                max_inputs: int) -> bool:
+        """Whether ``msg`` (of ``kind`` "elementwise", "reduce" or "view") joins the run;
+        ``in_shape`` is the shape of its first input, where known."""
+        if len(self.prologue) + len(self.members) >= MAX_MEMBERS:
             return False
         new = sum(1 for i in msg.inputs if i not in self.produced and i not in self.external)
-        return len(self.external) + new <= max_inputs
+        if len(self.external) + new > max_inputs:
+            return False
+        internal = msg.inputs[0] in self.produced if msg.inputs else False
+        if kind == "view" and not internal:
+            return self.shape is None or _broadcasts_into(msg.shape, self.shape)
+        if self.shape is None:
+            return self._starts(msg, kind, in_shape)
+        if kind == "elementwise":
+            return msg.shape == self.shape or self._reduced(msg.shape)
+        if kind == "reduce":
+            rows = _trailing_rows(msg.attrs[0], len(in_shape)) if in_shape is not None else None
+            return (in_shape == self.shape and rows is not None
+                    and (self.rows is None or rows == self.rows))
+        # A view of a member's output keeps to its rows: the reduced shape reshaped
+        # (size-1 axes in or out), or broadcast back to S.
+        if msg.op == "reshape":
+            return self._reduced(in_shape) and self._reduced(msg.shape)
+        return (msg.op == "expand" and msg.shape == self.shape
+                and in_shape is not None and self._reduced(in_shape))
 
-    def add(self, msg: Call, position: int) -> None:
-        if not self.members:
-            self.shape = msg.shape
+    def _starts(self, msg: Call, kind: str, in_shape: tuple[int, ...] | None) -> bool:
+        """Whether ``msg`` can be the first non-view member, given the prologue so far."""
+        if kind == "elementwise":
+            base = msg.shape
+        elif kind == "reduce" and in_shape is not None:
+            if _trailing_rows(msg.attrs[0], len(in_shape)) is None:
+                return False
+            base = in_shape
+        else:
+            return False
+        return all(_broadcasts_into(v.shape, base) for v in self.prologue)
+
+    def add(self, msg: Call, kind: str, in_shape: tuple[int, ...] | None,
+            position: int) -> None:
         for i in msg.inputs:
             if i not in self.produced:
                 self.external.setdefault(i)
-        self.members.append(msg)
-        self.produced.add(msg.out)
+        if kind == "view" and msg.inputs[0] not in self.produced:
+            self.prologue.append(msg)
+        else:
+            if self.shape is None:
+                self.shape = in_shape if kind == "reduce" else msg.shape
+            if kind == "reduce" and self.rows is None:
+                self.rows = _trailing_rows(msg.attrs[0], len(in_shape))
+            self.members.append(msg)
+        self.produced[msg.out] = msg.shape
         self.end = position
 
 
@@ -114,27 +208,42 @@ class FusionPlanner:
             call; ``dtype_of(tensor_id)`` gives an input's dtype name (None if unknown).
         max_inputs: the most external inputs one group may read (WebGPU: 8 storage
             buffers per shader stage).
+        reductions: whether the backend runs row groups (reductions with prologue
+            and epilogue).
+        views: whether the backend takes reshape / permute / expand as index maps.
     """
 
     def __init__(self, fusible: Callable[[Call, Callable[[int], Any]], bool],
-                 max_inputs: int) -> None:
+                 max_inputs: int, *, reductions: bool = False, views: bool = False) -> None:
         self._fusible = fusible
         self.max_inputs = max_inputs
+        self._kinds = {op: "elementwise" for op in ELEMENTWISE}
+        if reductions:
+            self._kinds.update({op: "reduce" for op in REDUCTIONS})
+        if views:
+            self._kinds.update({op: "view" for op in VIEWS})
         self._programs: dict[tuple, Program] = {}
         self.plan_cache_hits = 0
 
-    def plan(self, batch: list, stored_dtype_of: Callable[[int], str | None]) -> list:
+    def plan(self, batch: list, stored_dtype_of: Callable[[int], str | None],
+             stored_shape_of: Callable[[int], tuple[int, ...] | None] = lambda i: None) -> list:
         """The batch with fusible runs replaced by ``FusedGroup``s (order otherwise kept).
 
-        ``stored_dtype_of(id)`` gives the dtype name of a buffer stored before this batch.
+        ``stored_dtype_of(id)`` / ``stored_shape_of(id)`` give the dtype name / shape of
+        a buffer stored before this batch (None if unknown).
         """
-        if sum(1 for m in batch if type(m) is Call and m.op in ELEMENTWISE) < 2:
+        kinds = self._kinds
+        if sum(1 for m in batch if type(m) is Call and m.op in kinds) < 2:
             return batch
-        made_here: dict[int, str] = {}
+        made_here: dict[int, tuple[str, tuple[int, ...]]] = {}
 
         def dtype_of(tensor_id: int) -> str | None:
             found = made_here.get(tensor_id)
-            return found if found is not None else stored_dtype_of(tensor_id)
+            return found[0] if found is not None else stored_dtype_of(tensor_id)
+
+        def shape_of(tensor_id: int) -> tuple[int, ...] | None:
+            found = made_here.get(tensor_id)
+            return found[1] if found is not None else stored_shape_of(tensor_id)
 
         dropped = {m.id for m in batch if type(m) is Drop}
         last_read: dict[int, int] = {}
@@ -146,19 +255,22 @@ class FusionPlanner:
         deferred: list = []
         for position, msg in enumerate(batch):
             kind = type(msg)
-            if kind is Drop and run.members:
+            if kind is Drop and run.end >= 0:
                 deferred.append(msg)
                 continue
-            fusible = kind is Call and msg.op in ELEMENTWISE and self._fusible(msg, dtype_of)
-            _note_dtypes(msg, made_here)
-            if fusible and run.accepts(msg, self.max_inputs):
-                run.add(msg, position)
+            role = kinds.get(msg.op) if kind is Call else None
+            if role is not None and not self._fusible(msg, dtype_of):
+                role = None
+            in_shape = shape_of(msg.inputs[0]) if role is not None and msg.inputs else None
+            _note_meta(msg, made_here)
+            if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
+                run.add(msg, role, in_shape, position)
                 continue
             self._close(run, out, dropped, last_read)
             out.extend(deferred)
             run, deferred = _Run(), []
-            if fusible:
-                run.add(msg, position)
+            if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
+                run.add(msg, role, in_shape, position)
             else:
                 out.append(msg)
         self._close(run, out, dropped, last_read)
@@ -166,22 +278,25 @@ class FusionPlanner:
         return out
 
     def _close(self, run: _Run, out: list, dropped: set, last_read: dict[int, int]) -> None:
-        members = run.members
-        if not members:
+        if len(run.prologue) + len(run.members) < 2 or not run.members:
+            out.extend(run.prologue + run.members)  # nothing to fuse: run as plain calls
             return
-        if len(members) == 1:
-            out.append(members[0])
-            return
-        members = tuple(members)
+        members = (*run.prologue, *run.members)
         inputs = tuple(run.external)
         outputs = tuple(m.out for m in members
                         if m.out not in dropped or last_read.get(m.out, -1) > run.end)
         slot = {i: k for k, i in enumerate(inputs)}
         slot.update({m.out: len(inputs) + j for j, m in enumerate(members)})
         kept = set(outputs)
+        shape = run.shape
+        # Roles rather than sizes, so one key serves every size: a member is full (S),
+        # reduced (the rows of S), or, in the prologue, a view of its own rank.
+        roles = tuple(len(m.shape) if j < len(run.prologue) else m.shape == shape
+                      for j, m in enumerate(members))
         key = (tuple((m.op, m.attrs, m.dtype, tuple(slot[i] for i in m.inputs)) for m in members),
-               len(inputs), tuple(m.out in kept for m in members))
-        out.append(FusedGroup(members, inputs, outputs, members[0].shape, key))
+               len(inputs), tuple(m.out in kept for m in members),
+               run.rows, len(run.prologue), len(shape), roles)
+        out.append(FusedGroup(members, inputs, outputs, shape, key, run.rows, len(run.prologue)))
 
     def program(self, group: FusedGroup) -> Program:
         """The group's evaluation program, built once per relative structure."""
@@ -189,7 +304,7 @@ class FusionPlanner:
         if program is not None:
             self.plan_cache_hits += 1
             return program
-        steps, n_inputs, materialize = group.key
+        steps, n_inputs, materialize = group.key[:3]
         program = Program(tuple((j, step[3]) for j, step in enumerate(steps)), materialize)
         if len(self._programs) < 4096:
             self._programs[group.key] = program

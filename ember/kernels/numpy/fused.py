@@ -3,8 +3,11 @@
 Each member runs its ordinary NumPy kernel, but on one chunk of the group's
 output at a time, writing into a chunk buffer that stays in cache; only the
 outputs the group must materialize get full-size buffers (from the pool).
-The arithmetic is the unfused kernels' own, element for element, so fused
-and unfused results are identical.
+An elementwise group is cut anywhere; a row group only between whole rows
+(its reductions see complete rows), its leading dims merged where that needs
+no copy. Input views (the prologue) are taken once, full size, as NumPy
+views. The arithmetic is the unfused kernels' own, element for element and
+row for row, so fused and unfused results are identical.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from ember.kernels.fusion.planner import REDUCTIONS
 from ember.kernels.numpy.table import KERNELS, NP
 
 # Elements per chunk: a few float32 chunk buffers fit in a core's L2 (a guess, tuned
@@ -45,44 +50,120 @@ class _ChunkPool:
 
 def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[int, np.ndarray]]:
     """Evaluate ``group``; returns (tensor id, array) for each output to materialize."""
+    members = group.members
+    # Views of inputs (the prologue) are taken once, full size: they cost no copy.
+    inputs = list(inputs)
+    for j, args in program.steps[:group.prologue]:
+        inputs.append(KERNELS[members[j].op](members[j], pool, *[inputs[a] for a in args]))
+    full = [pool.empty(m.shape, NP[m.dtype]) if keep and j >= group.prologue else None
+            for j, (m, keep) in enumerate(zip(members, program.materialize))]
+    views = [(m.out, inputs[len(inputs) - group.prologue + j])
+             for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
+    if group.rows is None:
+        _run_elementwise(group, program, inputs, full)
+    else:
+        _run_rows(group, program, inputs, full)
+    return views + [(m.out, f) for m, f in zip(members, full) if f is not None]
+
+
+def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None:
     shape = group.shape
     members = group.members
-    full = [pool.empty(shape, NP[m.dtype]) if keep else None
-            for m, keep in zip(members, program.materialize)]
     total = math.prod(shape)
     if total <= CHUNK_ELEMENTS or not shape:
-        _evaluate(program, members, inputs, full, None)
-        return _materialized(members, full)
+        _evaluate(program, group, members, inputs, full, None)
+        return
     arrays = [a for a in inputs if isinstance(a, np.ndarray) and a.ndim]
-    if all(a.shape == shape for a in arrays):
+    if all(a.shape == shape and a.flags.c_contiguous for a in arrays):
         flat_inputs = [a.reshape(-1) if isinstance(a, np.ndarray) and a.ndim else a
                        for a in inputs]
         flat_full = [f.reshape(-1) if f is not None else None for f in full]
         scratch = [None] * len(members)
         for start in range(0, total, CHUNK_ELEMENTS):
             stop = min(start + CHUNK_ELEMENTS, total)
-            _evaluate(program, members,
+            _evaluate(program, group, members,
                       [a[start:stop] if isinstance(a, np.ndarray) and a.ndim else a
                        for a in flat_inputs],
                       [f[start:stop] if f is not None else None for f in flat_full],
                       (scratch, (CHUNK_ELEMENTS,), stop - start))
-        return _materialized(members, full)
-    stored = full  # the full-shape arrays to return; the blocks below may see them merged
+        return
     shape, inputs, full = _merge_leading_dims(shape, inputs, full)
     rows = shape[0]
     inner = total // rows if rows else 0
     block = max(1, CHUNK_ELEMENTS // max(inner, 1))
     if rows <= 1 or block >= rows:
-        _evaluate(program, members, inputs, full, None)
-        return _materialized(members, stored)
+        _evaluate(program, group, members, inputs, full, None)
+        return
     scratch = [None] * len(members)
     for start in range(0, rows, block):
         stop = min(start + block, rows)
-        _evaluate(program, members,
+        _evaluate(program, group, members,
                   [a[start:stop] if _spans_rows(a, shape) else a for a in inputs],
                   [f[start:stop] if f is not None else None for f in full],
                   (scratch, (block, *shape[1:]), stop - start))
-    return _materialized(members, stored)
+
+
+def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
+    """A row group, in blocks of whole rows: the leading dims of S merged into one where
+    every input allows it without a copy (a copy would change a reduction's summation
+    order), each member's kernel run on its block with its dims renumbered to match."""
+    shape, r = group.shape, group.rows
+    members = group.members
+    inner = math.prod(shape[r:])
+    if r == 0 or math.prod(shape[:r]) <= max(1, CHUNK_ELEMENTS // max(inner, 1)):
+        _evaluate(program, group, members, inputs, full, None)
+        return
+    for merged in range(r, 0, -1):  # one dim needs no merge, so this always ends
+        views = _rows_views(inputs, shape, merged)
+        if views is not None:
+            break
+    rows = math.prod(shape[:merged])
+    block = max(1, CHUNK_ELEMENTS // max(math.prod(shape[merged:]), 1))
+    inputs = views
+    full = [f.reshape((rows, *f.shape[merged:])) if f is not None else None for f in full]
+    scratch = [None] * len(members)
+    for start in range(0, rows, block):
+        stop = min(start + block, rows)
+        length = stop - start
+        if start == 0 or length != block:
+            messages = [_block_message(m, merged, length) for m in members]
+        _evaluate(program, group, messages,
+                  [a[start:stop] if spans else a for a, spans in inputs],
+                  [f[start:stop] if f is not None else None for f in full],
+                  (scratch, None, length))
+
+
+def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
+    """Each input as (value, whether it spans the rows), with the leading ``m`` dims of
+    ``shape`` seen as one: (rows, ...) where it spans them, its trailing dims alone where
+    it broadcasts over all of them. None if some input would need a copy for that."""
+    rows = math.prod(shape[:m])
+    views = []
+    for a in inputs:
+        if not isinstance(a, np.ndarray) or not a.ndim:
+            views.append((a, False))
+            continue
+        padded = (1,) * (len(shape) - a.ndim) + a.shape
+        if all(d == 1 for d in padded[:m]):
+            views.append((a.reshape(padded[m:]), False))
+            continue
+        if padded[:m] != shape[:m]:
+            return None
+        try:
+            views.append((a.reshape((rows, *padded[m:]), copy=False), True))
+        except ValueError:
+            return None
+    return views
+
+
+def _block_message(member: Any, m: int, length: int) -> Any:
+    """``member`` as it runs on a block of ``length`` rows: the leading ``m`` dims of its
+    shape become one, and a reduction's dims move with them."""
+    shape = (length, *member.shape[m:])
+    if member.op in REDUCTIONS:
+        dims = tuple(d - m + 1 for d in member.attrs[0])
+        return msgspec.structs.replace(member, shape=shape, attrs=(dims, *member.attrs[1:]))
+    return msgspec.structs.replace(member, shape=shape)
 
 
 def _merge_leading_dims(shape: tuple[int, ...], inputs: list,
@@ -132,13 +213,15 @@ def _spans_rows(a: Any, shape: tuple[int, ...]) -> bool:
     return isinstance(a, np.ndarray) and a.ndim == len(shape) and a.shape[0] == shape[0]
 
 
-def _evaluate(program: Any, members: tuple, inputs: list, outputs: list,
+def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: list,
               scratch_spec: tuple | None) -> None:
-    """One chunk: every member's kernel, writing materialized outputs in place."""
+    """One block: every member's kernel after the prologue, writing materialized outputs
+    in place. ``scratch_spec``: (buffers, block shape or None for the message's, length)."""
     slots = list(inputs)
     chunk_pool = _ChunkPool()
-    for (j, args), keep in zip(program.steps, program.materialize):
-        member = members[j]
+    prologue = group.prologue
+    for (j, args), keep in zip(program.steps[prologue:], program.materialize[prologue:]):
+        member = messages[j]
         if keep:
             dest = outputs[j]
         elif scratch_spec is None:
@@ -146,7 +229,7 @@ def _evaluate(program: Any, members: tuple, inputs: list, outputs: list,
         else:
             buffers, shape, length = scratch_spec
             if buffers[j] is None:
-                buffers[j] = np.empty(shape, NP[member.dtype])
+                buffers[j] = np.empty(shape or member.shape, NP[member.dtype])
             dest = buffers[j][:length]
         chunk_pool.buffer = dest
         result = KERNELS[member.op](member, chunk_pool, *[slots[a] for a in args])
@@ -154,7 +237,3 @@ def _evaluate(program: Any, members: tuple, inputs: list, outputs: list,
             np.copyto(dest, result, casting="unsafe")
             result = dest
         slots.append(result)
-
-
-def _materialized(members: tuple, full: list) -> list[tuple[int, np.ndarray]]:
-    return [(m.out, f) for m, f in zip(members, full) if f is not None]

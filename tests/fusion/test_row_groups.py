@@ -1,0 +1,190 @@
+"""Row groups on the CPU: reductions with their prologue and epilogue, and views as index
+maps. Values are checked against NumPy; fused-against-unfused bits are checked by the
+random graphs of test_fusion.py, which draw reductions and views too."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.kernels.fusion.planner import Call, Drop, FusionPlanner
+from ember.kernels.numpy import fused
+from tests.fusion.batching import fresh_device, one_batch, step_counts
+
+pytestmark = pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
+                                reason="EMBER_FUSION=0: fusion is off in this process")
+
+# Rows of 700 floats: 46 rows per 32K-element block, so the last block is partial.
+SHAPE = (6, 50, 700)
+
+
+def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(SHAPE, dtype=np.float32) * 3,
+            rng.standard_normal(SHAPE[-1], dtype=np.float32),
+            rng.standard_normal(SHAPE[-1], dtype=np.float32))
+
+
+def _softmax(x: em.Tensor) -> em.Tensor:
+    e = (x - x.max(dim=-1, keepdim=True).detach()).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _layer_norm(x: em.Tensor, w: em.Tensor, b: em.Tensor) -> em.Tensor:
+    centered = x - x.mean(dim=-1, keepdim=True)
+    var = (centered * centered).mean(dim=-1, keepdim=True)
+    return centered * (var + 1e-5).rsqrt() * w + b
+
+
+def _numpy_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _numpy_layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    centered = x - x.mean(-1, keepdims=True)
+    return centered / np.sqrt((centered * centered).mean(-1, keepdims=True) + 1e-5) * w + b
+
+
+def test_softmax_is_one_group_and_matches_numpy() -> None:
+    device = fresh_device()
+    x_np, _, _ = _data()
+    x = em.tensor(x_np, device=device)
+    counts = step_counts(device, lambda: _softmax(x))
+    assert counts == {"groups": 1, "ops_fused": 6, "kernels_launched": 1}  # max alias sub exp sum div
+    np.testing.assert_allclose(_softmax(x).numpy(), _numpy_softmax(x_np), rtol=1e-6, atol=1e-7)
+
+
+def test_layer_norm_is_one_group_and_matches_numpy() -> None:
+    device = fresh_device()
+    x_np, w_np, b_np = _data(1)
+    x, w, b = (em.tensor(a, device=device) for a in (x_np, w_np, b_np))
+    counts = step_counts(device, lambda: _layer_norm(x, w, b))
+    assert counts == {"groups": 1, "ops_fused": 9, "kernels_launched": 1}
+    np.testing.assert_allclose(_layer_norm(x, w, b).numpy(), _numpy_layer_norm(x_np, w_np, b_np),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "var", "std", "logsumexp", "prod"])
+def test_each_reduction_joins_with_prologue_and_epilogue(name: str) -> None:
+    device = fresh_device()
+    x_np, w_np, _ = _data(2)
+    x_np = x_np[:, :, :64] / 3  # prod of 64 values of about 1 stays finite
+    x, w = em.tensor(x_np, device=device), em.tensor(w_np[:64], device=device)
+
+    def block():
+        reduced = getattr((x * w).tanh(), name)(dim=(1, 2), keepdim=True)
+        return (x - reduced) * 2.0
+
+    counts = step_counts(device, block)
+    assert counts == {"groups": 1, "ops_fused": 5, "kernels_launched": 1}
+    h = np.tanh(x_np * w_np[:64])
+    numpy_name = {"logsumexp": None}.get(name, name)
+    reduced = (np.log(np.exp(h).sum((1, 2), keepdims=True)) if numpy_name is None else
+               getattr(h, numpy_name)((1, 2), keepdims=True, **({"ddof": 1} if name in ("var", "std") else {})))
+    np.testing.assert_allclose(block().numpy(), (x_np - reduced) * 2, rtol=2e-5, atol=2e-5)
+
+
+def test_a_reduction_without_keepdim_joins_through_a_reshape_and_an_expand() -> None:
+    device = fresh_device()
+    x_np, _, _ = _data(3)
+    x = em.tensor(x_np, device=device)
+
+    def block():
+        row_sums = (x * x).sum(dim=-1)  # (6, 50)
+        return (x / row_sums.reshape(6, 50, 1).sqrt().expand(*SHAPE)).abs()
+
+    counts = step_counts(device, block)
+    assert counts == {"groups": 1, "ops_fused": 7, "kernels_launched": 1}
+    want = np.abs(x_np / np.sqrt((x_np * x_np).sum(-1, keepdims=True)))
+    np.testing.assert_allclose(block().numpy(), want, rtol=1e-6)
+
+
+def test_views_of_inputs_are_index_maps_inside_the_group() -> None:
+    device = fresh_device()
+    x_np, w_np, b_np = _data(4)
+    x = em.tensor(x_np, device=device)
+    w = em.tensor(w_np.reshape(7, 100), device=device)
+    t = em.tensor(np.ascontiguousarray(x_np.transpose(2, 1, 0)), device=device)
+
+    def block():
+        scaled = x * w.reshape(700) + t.permute(2, 1, 0)
+        return scaled.tanh() * 0.5
+
+    counts = step_counts(device, block)
+    assert counts == {"groups": 1, "ops_fused": 6, "kernels_launched": 1}
+    np.testing.assert_allclose(block().numpy(), np.tanh(x_np * w_np + x_np) * 0.5, rtol=1e-6)
+
+
+def test_a_reduction_over_leading_dims_closes_the_group() -> None:
+    device = fresh_device()
+    x_np, _, _ = _data(5)
+    x = em.tensor(x_np, device=device)
+
+    def block():
+        return (x - x.exp().sum(dim=0, keepdim=True)).tanh()
+
+    counts = step_counts(device, block)
+    # exp alone (the sum of every row reads it whole), the sum alone, sub + tanh.
+    assert counts == {"groups": 1, "ops_fused": 2, "kernels_launched": 3}
+    np.testing.assert_allclose(block().numpy(), np.tanh(x_np - np.exp(x_np).sum(0, keepdims=True)),
+                               rtol=1e-5)
+
+
+def test_rows_longer_than_a_block_still_run_whole() -> None:
+    device = fresh_device()
+    x_np = np.random.default_rng(6).standard_normal((3, 100_003), dtype=np.float32)
+    x = em.tensor(x_np, device=device)
+    counts = step_counts(device, lambda: _softmax(x))
+    assert counts["groups"] == 1
+    np.testing.assert_allclose(_softmax(x).numpy(), _numpy_softmax(x_np), rtol=1e-5, atol=1e-9)
+
+
+def test_softmax_never_materializes_its_exponentials() -> None:
+    device = fresh_device()
+    x = em.tensor(np.zeros((64, 16_384), np.float32), device=device)  # 4 MB
+    em.sync(device)
+    before = em.stats(device).as_dict()["peak_bytes_held"]
+    with one_batch(device):
+        y = _softmax(x)
+    y.numpy()
+    grown = em.stats(device).as_dict()["peak_bytes_held"] - before
+    assert grown <= 4 * 2**20 + 1024, grown  # the result; exp's 4 MB never exists
+
+
+# ----- the planner alone: its closing rules --------------------------------------------------
+
+def _call(op: str, out: int, inputs: tuple[int, ...], shape: tuple[int, ...],
+          attrs: tuple = ()) -> Call:
+    return Call(op, out, inputs, attrs, shape, "float32", ("test", 0))
+
+
+def _plan(batch: list, shapes: dict[int, tuple[int, ...]]) -> list:
+    planner = FusionPlanner(fused.fusible, 16, reductions=True, views=True)
+    return planner.plan(batch, lambda i: "float32" if i in shapes else None, shapes.get)
+
+
+def test_planner_row_group_structure() -> None:
+    s, rows = (4, 8, 16), (4, 8, 1)
+    batch = [_call("exp", 2, (1,), s), _call("sum", 3, (2,), rows, ((2,), True)),
+             _call("div", 4, (2, 3), s), Drop(2), Drop(3)]
+    (group, *drops) = _plan(batch, {1: s})
+    assert group.rows == 2 and group.shape == s and group.prologue == 0
+    assert [m.op for m in group.members] == ["exp", "sum", "div"]
+    assert group.outputs == (4,) and [type(d) for d in drops] == [Drop, Drop]
+
+
+def test_planner_moves_input_views_to_the_prologue_and_closes_on_other_rows() -> None:
+    s = (4, 8, 16)
+    batch = [_call("mul", 2, (1, 1), s), _call("reshape", 3, (9,), (16,)),
+             _call("add", 4, (2, 3), s), Drop(2), Drop(3),
+             _call("sum", 5, (4,), (4, 1, 1), ((1, 2), True)),  # sets the rows: (4,)
+             _call("sum", 6, (4,), (4, 8, 1), ((2,), True))]  # other rows: closes
+    first, *drops, second = _plan(batch, {1: s, 9: (4, 4)})
+    assert [m.op for m in first.members] == ["reshape", "mul", "add", "sum"]
+    assert first.prologue == 1 and first.rows == 1 and first.inputs == (1, 9)
+    assert first.outputs == (4, 5)  # the add is read by the unfused sum after the group
+    assert type(second) is Call and second.out == 6 and len(drops) == 2
