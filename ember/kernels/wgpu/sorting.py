@@ -29,8 +29,9 @@ _THREADS = 256
 
 _ORDER_KEY = {
     "f": """fn order_key(v: f32) -> u32 {
-    if (v != v) { return 0xFFFFFFFFu; }
     let b = bitcast<u32>(select(v, 0.0, v == 0.0));
+    // NaN by its bits: shader compilers may fold `v != v` to false.
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) { return 0xFFFFFFFFu; }
     return select(b ^ 0x80000000u, ~b, (b >> 31u) == 1u);
 }
 """,
