@@ -23,6 +23,10 @@ def create_backend(kind: str, index: int) -> Any:
         from ember.kernels.wgpu import WgpuBackend
 
         return WgpuBackend(index)
+    if kind == "cuda":
+        from ember.kernels import cupy as cuda_backend
+
+        return cuda_backend.create_backend(index)
     if kind in _KINDS:
         raise DeviceError(f"{kind}:{index}: no {kind} backend is available in this ember build "
                           f"(em.available({kind!r}) lists usable devices)")
@@ -37,4 +41,8 @@ def available_indices(kind: str) -> list[int]:
         from ember.kernels.wgpu import available_indices as wgpu_indices
 
         return wgpu_indices()
+    if kind == "cuda":
+        from ember.kernels import cupy as cuda_backend
+
+        return cuda_backend.available_indices()
     return []

@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ember.kernels.numpy.table import NP, kernel
+from ember.kernels.numpy.table import NP, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
@@ -68,7 +68,8 @@ def _pad(x: np.ndarray, padding, value: float = 0.0) -> np.ndarray:
     if not any(lo or hi for lo, hi in padding):
         return x
     shape = x.shape[:2] + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], padding))
-    padded = np.zeros(shape, x.dtype) if value == 0 else np.full(shape, value, x.dtype)
+    module = namespace(x)
+    padded = module.zeros(shape, x.dtype) if value == 0 else module.full(shape, value, x.dtype)
     inner = (slice(None), slice(None)) + tuple(slice(lo, lo + s)
                                                for s, (lo, _) in zip(x.shape[2:], padding))
     padded[inner] = x
@@ -98,11 +99,13 @@ def _windows(xp: np.ndarray, out_spatial, kernel, stride, dilation) -> np.ndarra
                                f"input {xp.shape}")
     strides = xp.strides
     spatial_strides = strides[2:]
-    return as_strided(
-        xp, shape=xp.shape[:2] + tuple(out_spatial) + tuple(kernel),
-        strides=strides[:2] + tuple(st * s for st, s in zip(spatial_strides, stride))
-        + tuple(st * d for st, d in zip(spatial_strides, dilation)),
-        writeable=False)
+    shape = xp.shape[:2] + tuple(out_spatial) + tuple(kernel)
+    strides = (strides[:2] + tuple(st * s for st, s in zip(spatial_strides, stride))
+               + tuple(st * d for st, d in zip(spatial_strides, dilation)))
+    module = namespace(xp)
+    if module is np:
+        return as_strided(xp, shape=shape, strides=strides, writeable=False)
+    return module.lib.stride_tricks.as_strided(xp, shape=shape, strides=strides)
 
 
 def _columns(xp: np.ndarray, out_spatial, kernel, stride, dilation, groups: int,
@@ -121,10 +124,10 @@ def _columns(xp: np.ndarray, out_spatial, kernel, stride, dilation, groups: int,
     positions = tuple(range(2, 2 + spatial))
     rows = (c // groups) * math.prod(kernel)
     if batch_major:  # (N, C, *out, *k) -> (N, C, *k, *out)
-        cols = np.ascontiguousarray(win.transpose((0, 1) + offsets + positions))
+        cols = namespace(xp).ascontiguousarray(win.transpose((0, 1) + offsets + positions))
         return cols.reshape(n, groups, rows, math.prod(out_spatial))
     # (N, C, *out, *k) -> (C, *k, N, *out)
-    cols = np.ascontiguousarray(win.transpose((1,) + offsets + (0,) + positions))
+    cols = namespace(xp).ascontiguousarray(win.transpose((1,) + offsets + (0,) + positions))
     return cols.reshape(groups, rows, n * math.prod(out_spatial))
 
 
@@ -148,12 +151,13 @@ def _depthwise(result: np.ndarray, xp: np.ndarray, w: np.ndarray, stride, dilati
     out = result.reshape((n, groups, multiplier) + result.shape[2:])
     win = _windows(xp, result.shape[2:], kernel_size, stride, dilation)[:, :, None]
     weight = w.reshape((groups, multiplier) + tuple(kernel_size))
-    scratch = np.empty(out.shape, out.dtype)
+    module = namespace(xp)
+    scratch = module.empty(out.shape, out.dtype)
     for index, offset in enumerate(itertools.product(*(range(k) for k in kernel_size))):
         taps = weight[(slice(None), slice(None)) + offset].reshape(
             (groups, multiplier) + (1,) * spatial)
         target = out if index == 0 else scratch
-        np.multiply(win[(Ellipsis,) + offset], taps, out=target)
+        module.multiply(win[(Ellipsis,) + offset], taps, out=target)
         if index:
             out += scratch
 
@@ -167,7 +171,8 @@ def _conv(msg, pool, x, w, b=None):
     x = _as(_batched(x, spatial), compute)
     n = x.shape[0]
     out_spatial = out_b.shape[2:]
-    result = out_b if compute == out.dtype else np.empty(out_b.shape, compute)
+    module = namespace(x)
+    result = out_b if compute == out.dtype else module.empty(out_b.shape, compute)
     if w.shape[1] == 1 and groups > 1:
         _depthwise(result, _pad(x, padding), _as(w, compute), stride, dilation, groups)
     else:
@@ -175,8 +180,8 @@ def _conv(msg, pool, x, w, b=None):
                         batch_major=True)
         weight = _as(w, compute).reshape(groups, w.shape[0] // groups, math.prod(w.shape[1:]))
         # One matmul per sample and group, written straight into the NCHW result.
-        np.matmul(weight, cols, out=result.reshape(n, groups, w.shape[0] // groups,
-                                                   math.prod(out_spatial)))
+        module.matmul(weight, cols, out=result.reshape(n, groups, w.shape[0] // groups,
+                                                       math.prod(out_spatial)))
     _add_bias(result, b)
     if result is not out_b:
         out_b[...] = result
@@ -196,15 +201,17 @@ def _conv_weight_grad(msg, pool, x, grad):
                     batch_major=False)
     # One matmul per group over (batch · positions): channels first, batch next to positions.
     positions = math.prod(grad.shape[2:])
-    g = np.ascontiguousarray(np.swapaxes(grad.reshape(n, o, positions), 0, 1))
-    result = np.matmul(g.reshape(groups, o // groups, n * positions), np.swapaxes(cols, 1, 2))
+    module = namespace(x)
+    g = module.ascontiguousarray(module.swapaxes(grad.reshape(n, o, positions), 0, 1))
+    result = module.matmul(g.reshape(groups, o // groups, n * positions),
+                           module.swapaxes(cols, 1, 2))
     out = pool.empty(msg.shape, NP[msg.dtype])
     out[...] = result.reshape(msg.shape)
     return out
 
 
-def _col2im(pieces, lead: tuple, dtype: np.dtype, in_spatial, out_spatial, kernel, stride,
-            dilation, crop) -> np.ndarray:
+def _col2im(module, pieces, lead: tuple, dtype: np.dtype, in_spatial, out_spatial, kernel,
+            stride, dilation, crop) -> np.ndarray:
     """Scatter-add each kernel offset's piece (*lead, *in_spatial) to the cells it reaches.
 
     Input cell ``t`` at kernel offset ``j`` lands on output cell ``t·s + j·d - crop``
@@ -214,7 +221,7 @@ def _col2im(pieces, lead: tuple, dtype: np.dtype, in_spatial, out_spatial, kerne
     is ~3x slower); ``_phases`` interleaves the phases back.
     """
     rows = tuple(-(-o // s) for o, s in zip(out_spatial, stride))
-    acc = np.zeros(tuple(stride) + tuple(lead) + rows, dtype)
+    acc = module.zeros(tuple(stride) + tuple(lead) + rows, dtype)
     skip = (slice(None),) * len(lead)
     for offset in itertools.product(*(range(k) for k in kernel)):
         phase, target, source = [], [], []
@@ -261,20 +268,21 @@ def _conv_transpose(msg, pool, x, w, b=None):
         # One input channel per group: each offset's piece is a broadcast product (a matmul
         # per sample and group would have a single column; see _depthwise).
         taps = _as(w, compute).reshape((1, c_out) + tuple(kernel_size) + (1,) * spatial)
-        source = np.repeat(x, c_out // c_in, axis=1) if c_out != c_in else x
+        source = namespace(x).repeat(x, c_out // c_in, axis=1) if c_out != c_in else x
 
         def pieces(offset):
             return source * taps[(slice(None), slice(None)) + offset]
     else:
         # Per sample and group: (C_out/groups · k, C_in/groups) @ (C_in/groups, positions).
         weight = _as(w, compute).reshape(groups, c_in // groups, math.prod(w.shape[1:]))
-        cols = np.matmul(np.swapaxes(weight, 1, 2),
-                         x.reshape(n, groups, c_in // groups, math.prod(in_spatial)))
+        module = namespace(x)
+        cols = module.matmul(module.swapaxes(weight, 1, 2),
+                             x.reshape(n, groups, c_in // groups, math.prod(in_spatial)))
         cols = cols.reshape((n, c_out) + tuple(kernel_size) + tuple(in_spatial))
 
         def pieces(offset):
             return cols[(slice(None), slice(None)) + offset]
-    acc = _col2im(pieces, (n, c_out), compute, in_spatial, out_spatial, kernel_size, stride,
+    acc = _col2im(namespace(x), pieces, (n, c_out), compute, in_spatial, out_spatial, kernel_size, stride,
                   dilation, [lo for lo, _ in padding])
     if b is not None:
         acc += _as(b, compute).reshape((-1,) + (1,) * spatial)
@@ -308,12 +316,13 @@ def _window_max(win: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     reduction over the two tiny trailing axes of the strided window view by 5-15x
     (measured: 2x2 and 3x3 windows, batch 64).
     """
-    best = np.empty(win.shape[:4], win.dtype) if out is None else out
+    module = namespace(win)
+    best = module.empty(win.shape[:4], win.dtype) if out is None else out
     best[...] = win[..., 0, 0]
     with np.errstate(invalid="ignore"):
         for i, j in itertools.product(range(win.shape[4]), range(win.shape[5])):
             if i or j:
-                np.maximum(best, win[..., i, j], out=best)
+                module.maximum(best, win[..., i, j], out=best)
     return best
 
 
@@ -330,19 +339,20 @@ def _window_argmax(win: np.ndarray) -> np.ndarray:
     offsets = list(itertools.product(range(win.shape[4]), range(win.shape[5])))
     count = len(offsets)
     small = np.uint8 if count < 255 else np.uint16 if count < 65535 else np.uint32
-    hit = np.empty(best.shape, np.bool_)
-    rank = np.zeros(best.shape, small)  # count - (the first matching offset), 0: none
+    module = namespace(win)
+    hit = module.empty(best.shape, np.bool_)
+    rank = module.zeros(best.shape, small)  # count - (the first matching offset), 0: none
     for k, offset in enumerate(offsets):
-        np.equal(win[(Ellipsis,) + offset], best, out=hit)
-        np.maximum(rank, hit.view(np.uint8) * small(count - k), out=rank)
+        module.equal(win[(Ellipsis,) + offset], best, out=hit)
+        module.maximum(rank, hit.view(np.uint8) * small(count - k), out=rank)
     # Kept small: fresh int64 temporaries of this size cost more (page faults) than the math.
-    index = np.subtract(small(count), rank, out=rank)
-    if best.dtype.kind == "f" and np.isnan(best).any():
-        last = np.zeros(best.shape, small)  # 1 + the last NaN's offset, 0: none
+    index = module.subtract(small(count), rank, out=rank)
+    if best.dtype.kind == "f" and module.isnan(best).any():
+        last = module.zeros(best.shape, small)  # 1 + the last NaN's offset, 0: none
         for k, offset in enumerate(offsets):
-            np.isnan(win[(Ellipsis,) + offset], out=hit)
-            np.maximum(last, hit.view(np.uint8) * small(k + 1), out=last)
-        index = np.where(last > 0, last - small(1), index)
+            module.isnan(win[(Ellipsis,) + offset], out=hit)
+            module.maximum(last, hit.view(np.uint8) * small(k + 1), out=last)
+        index = module.where(last > 0, last - small(1), index)
     return index
 
 
@@ -352,13 +362,14 @@ def _argmax_cells(msg, x, out_spatial):
     kernel_size, stride, _, dilation, _ = msg.attrs
     xp, win = _max_windows(msg, x, out_spatial)
     width = xp.shape[3]
+    module = namespace(x)
     # Window offset k -> its cell's distance from the window's first cell, in the plane.
-    offset = (np.arange(kernel_size[0]).reshape(-1, 1) * dilation[0] * width
-              + np.arange(kernel_size[1]) * dilation[1]).reshape(-1)
-    first = (np.arange(out_spatial[0]).reshape(-1, 1) * stride[0] * width
-             + np.arange(out_spatial[1]) * stride[1])
+    offset = (module.arange(kernel_size[0]).reshape(-1, 1) * dilation[0] * width
+              + module.arange(kernel_size[1]) * dilation[1]).reshape(-1)
+    first = (module.arange(out_spatial[0]).reshape(-1, 1) * stride[0] * width
+             + module.arange(out_spatial[1]) * stride[1])
     cells = offset[_window_argmax(win)]
-    return xp.shape, np.add(cells, first, out=cells)
+    return xp.shape, module.add(cells, first, out=cells)
 
 
 @kernel("max_pool2d")
@@ -379,7 +390,7 @@ def _max_pool2d_indices(msg, pool, x):
     x = _batched(x, 2)
     padding = msg.attrs[2]
     padded, cells = _argmax_cells(msg, x, out_b.shape[2:])
-    rows, cols = np.divmod(cells, padded[3])
+    rows, cols = namespace(x).divmod(cells, padded[3])
     out_b[...] = (rows - padding[0]) * x.shape[3] + (cols - padding[1])
     return out
 
@@ -394,14 +405,16 @@ def _max_pool2d_backward(msg, pool, x, grad):
     kernel_size, stride, padding, dilation, _ = msg.attrs
     padded, cells = _argmax_cells(msg, x, grad.shape[2:])
     plane = padded[2] * padded[3]
-    cells += np.arange(n * c).reshape(n, c, 1, 1) * plane
+    module = namespace(x)
+    cells += module.arange(n * c).reshape(n, c, 1, 1) * plane
     if all(s >= d * (k - 1) + 1 for k, s, d in zip(kernel_size, stride, dilation)):
         # Disjoint windows: no cell is chosen twice, so a plain scatter is enough.
-        total = np.zeros(n * c * plane, grad.dtype)
+        total = module.zeros(n * c * plane, grad.dtype)
         total[cells.reshape(-1)] = grad.reshape(-1)
     else:
         # Overlapping windows may choose the same cell: bincount sums them, in one pass.
-        total = np.bincount(cells.reshape(-1), weights=grad.reshape(-1), minlength=n * c * plane)
+        total = module.bincount(cells.reshape(-1), weights=grad.reshape(-1),
+                                minlength=n * c * plane)
     total = total.reshape(n, c, padded[2], padded[3])
     out_b[...] = total[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w]
     return out
@@ -438,7 +451,7 @@ def _avg_pool2d(msg, pool, x):
         if i or j:
             total += win[..., i, j]
     divisor = _avg_divisor(msg, x.shape[2:], out_spatial)
-    total /= divisor if np.isscalar(divisor) else divisor.astype(compute)
+    total /= divisor if np.isscalar(divisor) else namespace(x).asarray(divisor, compute)
     out_b[...] = total
     return out
 
@@ -453,9 +466,10 @@ def _avg_pool2d_backward(msg, pool, grad):
     in_spatial = out_b.shape[2:]
     out_spatial = grad.shape[2:]
     divisor = _avg_divisor(msg, in_spatial, out_spatial)
-    share = grad / (divisor if np.isscalar(divisor) else divisor.astype(compute))
+    module = namespace(grad)
+    share = grad / (divisor if np.isscalar(divisor) else module.asarray(divisor, compute))
     # The pooled windows read the input as a convolution does: scatter back like its transpose.
-    acc = _col2im(lambda offset: share, grad.shape[:2], compute, out_spatial, in_spatial,
+    acc = _col2im(module, lambda offset: share, grad.shape[:2], compute, out_spatial, in_spatial,
                   kernel_size, stride, (1, 1), padding)
     for cells, block in _phases(acc, 2, in_spatial, stride):
         out_b[(slice(None), slice(None)) + cells] = block
@@ -495,13 +509,14 @@ def _adaptive_avg_pool2d(msg, pool, x):
         sums = x.reshape(n, c, oh, h // oh, ow, w // ow).sum(axis=(3, 5))
         out_b[...] = sums / ((h // oh) * (w // ow))
         return out
-    index_h, mask_h, length_h = _adaptive_bins(h, oh)
-    index_w, mask_w, length_w = _adaptive_bins(w, ow)
+    module = namespace(x)
+    index_h, mask_h, length_h = (module.asarray(a) for a in _adaptive_bins(h, oh))
+    index_w, mask_w, length_w = (module.asarray(a) for a in _adaptive_bins(w, ow))
     # Sums are separable: gather the (masked) windows along W, sum, then along H. Masking
     # (not multiplying by 0) keeps an inf or NaN inside the windows that contain it.
-    rows = np.where(mask_w, x[..., index_w], 0).sum(axis=-1)             # (N, C, H, OW)
-    sums = np.where(mask_h[:, :, None], rows[:, :, index_h, :], 0).sum(axis=3)  # (N, C, OH, OW)
-    sums /= (length_h[:, None] * length_w[None, :]).astype(compute)
+    rows = module.where(mask_w, x[..., index_w], 0).sum(axis=-1)          # (N, C, H, OW)
+    sums = module.where(mask_h[:, :, None], rows[:, :, index_h, :], 0).sum(axis=3)
+    sums /= (length_h[:, None] * length_w[None, :]).astype(compute)      # (N, C, OH, OW)
     out_b[...] = sums
     return out
 
@@ -509,18 +524,19 @@ def _adaptive_avg_pool2d(msg, pool, x):
 def _adaptive_spread(grad: np.ndarray, axis: int, size: int) -> np.ndarray:
     """The transpose of an adaptive window sum along ``axis`` (last or second to last)."""
     out = grad.shape[axis]
-    index, mask, _ = _adaptive_bins(size, out)
-    moved = np.moveaxis(grad, axis, -1)
+    module = namespace(grad)
+    index, mask, _ = (module.asarray(a) for a in _adaptive_bins(size, out))
+    moved = module.moveaxis(grad, axis, -1)
     lead = moved.shape[:-1]
     rows = math.prod(lead)
     taps = index.size  # out · widest
-    cells = (np.arange(rows).reshape(-1, 1, 1) * size + index[None]).reshape(rows, taps)
-    weights = np.broadcast_to(moved.reshape(rows, out, 1), (rows,) + index.shape)
-    keep = np.broadcast_to(mask, (rows,) + mask.shape).reshape(rows, taps)
+    cells = (module.arange(rows).reshape(-1, 1, 1) * size + index[None]).reshape(rows, taps)
+    weights = module.broadcast_to(moved.reshape(rows, out, 1), (rows,) + index.shape)
+    keep = module.broadcast_to(mask, (rows,) + mask.shape).reshape(rows, taps)
     # Adjacent windows may share a cell: bincount sums them, in one pass.
-    total = np.bincount(cells[keep], weights=weights.reshape(rows, taps)[keep],
-                        minlength=rows * size)
-    return np.moveaxis(total.reshape(lead + (size,)), -1, axis)
+    total = module.bincount(cells[keep], weights=weights.reshape(rows, taps)[keep],
+                            minlength=rows * size)
+    return module.moveaxis(total.reshape(lead + (size,)), -1, axis)
 
 
 @kernel("adaptive_avg_pool2d_backward")
@@ -536,6 +552,7 @@ def _adaptive_avg_pool2d_backward(msg, pool, grad):
         return out
     _, _, length_h = _adaptive_bins(h, oh)
     _, _, length_w = _adaptive_bins(w, ow)
-    share = grad / (length_h[:, None] * length_w[None, :]).astype(compute)
+    lengths = namespace(grad).asarray(length_h[:, None] * length_w[None, :])
+    share = grad / lengths.astype(compute)
     out_b[...] = _adaptive_spread(_adaptive_spread(share, 3, w), 2, h)
     return out

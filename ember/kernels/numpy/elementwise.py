@@ -55,6 +55,7 @@ def _int_pow(base, exponent, out: np.ndarray) -> np.ndarray:
     """Integer ``base ** exponent`` with PyTorch's answer for negative exponents:
     1 for base 1, ±1 for base -1 (by parity), 0 otherwise (NumPy raises instead)."""
     xp = namespace(out)
+    base = xp.asarray(base)  # a scalar base meets array-only functions below
     negative = exponent < 0 if is_array(exponent) else None
     if negative is None or not negative.any():
         return xp.power(base, exponent, out=out, dtype=out.dtype, casting="unsafe")

@@ -56,7 +56,11 @@ def _index(msg, pool, x, *index):
     if index[0].dtype == np.bool_:
         # Only gradients ask this (index_put's value through a mask), with the count known.
         return view[(slice(None),) * axis + (index[0],)]
-    return namespace(x).take(view, index[0], axis=axis, out=pool.empty(msg.shape, x.dtype))
+    xp = namespace(x)
+    if xp is not np:  # NumPy's take raises on a bad index; others (CuPy's) wrap silently
+        size = view.shape[axis]
+        _check_range("index", index[0] + (index[0] < 0) * size, size, axis)
+    return xp.take(view, index[0], axis=axis, out=pool.empty(msg.shape, x.dtype))
 
 
 @kernel("index_add")
@@ -104,10 +108,13 @@ def _scatter_add(msg, pool, x, index, src):
     (dim,) = msg.attrs
     xp = namespace(x)
     compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
+    if xp is not np and x.dtype == np.bool_:
+        compute = np.dtype(np.int32)  # CuPy's add.at has no bool; a count > 0 is True
     out = x.astype(compute).reshape(x.shape or (1,))  # a copy: x is never written
     index = index.reshape(index.shape or (1,))
     src = src.reshape(src.shape or (1,))
     _check_range("scatter_add", index, out.shape[dim], dim)
+    src = src.astype(compute, copy=False)
     ndim = index.ndim
     # The positions of index's own grid in every dim but dim, as broadcastable aranges.
     key = tuple(index if d == dim else xp.arange(n).reshape((n,) + (1,) * (ndim - 1 - d))

@@ -64,8 +64,9 @@ def _extreme(msg, pool, x):
     dims, keepdim = msg.attrs
     xp = namespace(x)
     extreme = xp.max if msg.op == "max" else xp.min
+    # No out=: CuPy's CUB min rejects it; a NumPy scalar result is wrapped by the backend.
     with np.errstate(invalid="ignore"):
-        return extreme(x, axis=tuple(dims), keepdims=keepdim, out=pool.empty(msg.shape, x.dtype))
+        return extreme(x, axis=tuple(dims), keepdims=keepdim)
 
 
 @kernel("any", "all")
@@ -134,7 +135,16 @@ def _arg_extreme(msg, pool, x):
     find = xp.argmax if msg.op == "argmax" else xp.argmin
     out = pool.empty(msg.shape, np.dtype(np.int64))
     if axis is None:
-        out[...] = find(x.reshape(-1))
+        x = x.reshape(-1)
+    if xp is not np and x.dtype.kind == "f" and x.size:
+        # CuPy's float16 / float64 argmax does not stop at the first NaN: find it apart.
+        nan = xp.isnan(x)
+        found = find(x, axis=axis, keepdims=keepdim)
+        first_nan = xp.argmax(nan, axis=axis, keepdims=keepdim)
+        out[...] = xp.where(nan.any(axis=axis, keepdims=keepdim), first_nan, found)
+        return out
+    if axis is None:
+        out[...] = find(x)
         return out
     return find(x, axis=axis, keepdims=keepdim, out=out)
 

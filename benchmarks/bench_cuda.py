@@ -1,0 +1,201 @@
+"""The CUDA backend on one GPU, side by side with CuPy written naively and PyTorch eager.
+
+Workloads: burn's custom_gelu ([32, 512, 2048], ``x * 0.5 * (1 + erf(x / sqrt 2))``);
+softmax and layer_norm on [32, 512, 4096] (ember's composites of primitives); a
+matmul sweep (float32 strict, bfloat16); an MLP training step (784-4096-4096-10,
+batch 4096, Adam); launch overhead (a 16-element op issued 2000 times).
+
+ember's times are wall-clock over ``repeats`` issues and one ``em.sync`` (what a
+program sees: host issue time included); CuPy's and PyTorch's likewise, ending with a
+device synchronize. Each figure is the median of 5 such runs after a warm-up.
+Run: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py`` on a machine with a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import cupy as cp
+import numpy as np
+import torch
+from cupyx.scipy import special as cp_special
+
+import ember as em
+from ember.nn import functional as F
+
+DEV = em.cuda(0)
+SQRT_2 = math.sqrt(2.0)
+
+
+def timed(issue, sync, repeats: int, runs: int = 5) -> float:
+    """Median seconds per ``issue()`` over ``runs`` runs of ``repeats`` issues + one sync.
+
+    Every result is kept until the sync: ember never computes a result whose handle
+    died unread, so dropping them would time nothing.
+    """
+    issue()
+    sync()
+    samples = []
+    for _ in range(runs):
+        kept = []
+        start = time.perf_counter()
+        for _ in range(repeats):
+            kept.append(issue())
+        sync()
+        samples.append((time.perf_counter() - start) / repeats)
+        del kept
+    return statistics.median(samples)
+
+
+def em_sync() -> None:
+    em.sync(DEV)
+
+
+def cp_sync() -> None:
+    cp.cuda.Device().synchronize()
+
+
+def torch_sync() -> None:
+    torch.cuda.synchronize()
+
+
+def row(name: str, bytes_moved: float | None, times: dict[str, float]) -> None:
+    cells = []
+    for who, t in times.items():
+        rate = f", {bytes_moved / t / 1e9:,.0f} GB/s" if bytes_moved else ""
+        cells.append(f"{who} {t * 1e3:.3f} ms{rate}")
+    print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def elementwise() -> None:
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((32, 512, 2048), dtype=np.float32)
+    x_em = em.from_numpy(x_np, device=DEV)
+    x_cp = cp.asarray(x_np)
+    x_t = torch.from_numpy(x_np).cuda()
+
+    def em_gelu():
+        return x_em * 0.5 * (1.0 + (x_em / SQRT_2).erf())
+
+    def cp_gelu():
+        return x_cp * 0.5 * (1.0 + cp_special.erf(x_cp / SQRT_2))
+
+    def torch_gelu():
+        return x_t * 0.5 * (1.0 + torch.erf(x_t / SQRT_2))
+
+    bytes_moved = 2 * x_np.nbytes
+    row("custom_gelu [32,512,2048] f32", bytes_moved,
+        {"ember": timed(em_gelu, em_sync, 20), "cupy naive": timed(cp_gelu, cp_sync, 20),
+         "torch eager": timed(torch_gelu, torch_sync, 20)})
+
+    x_np = rng.standard_normal((32, 512, 4096), dtype=np.float32)
+    x_em = em.from_numpy(x_np, device=DEV)
+    x_cp = cp.asarray(x_np)
+    x_t = torch.from_numpy(x_np).cuda()
+    w_np = rng.standard_normal(4096, dtype=np.float32)
+    w_em, w_t = em.from_numpy(w_np, device=DEV), torch.from_numpy(w_np).cuda()
+    w_cp = cp.asarray(w_np)
+
+    def cp_softmax():
+        e = cp.exp(x_cp - x_cp.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    row("softmax [32,512,4096] f32", 2 * x_np.nbytes,
+        {"ember": timed(lambda: F.softmax(x_em, -1), em_sync, 10),
+         "cupy naive": timed(cp_softmax, cp_sync, 10),
+         "torch eager": timed(lambda: torch.softmax(x_t, -1), torch_sync, 10)})
+
+    def cp_layer_norm():
+        mean = x_cp.mean(axis=-1, keepdims=True)
+        var = ((x_cp - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (x_cp - mean) / cp.sqrt(var + 1e-5) * w_cp + w_cp
+
+    row("layer_norm [32,512,4096] f32", 2 * x_np.nbytes,
+        {"ember": timed(lambda: F.layer_norm(x_em, 4096, w_em, w_em),
+                        em_sync, 10),
+         "cupy naive": timed(cp_layer_norm, cp_sync, 10),
+         "torch eager": timed(lambda: torch.nn.functional.layer_norm(x_t, (4096,), w_t, w_t),
+                              torch_sync, 10)})
+
+
+def matmul_sweep() -> None:
+    for dtype in ("float32", "bfloat16"):
+        for n in (1024, 2048, 4096, 8192):
+            rng = np.random.default_rng(n)
+            a_np, b_np = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+            a_em = em.from_numpy(a_np, device=DEV).astype(getattr(em, dtype))
+            b_em = em.from_numpy(b_np, device=DEV).astype(getattr(em, dtype))
+            cp_dtype = a_em.dtype.np
+            a_cp, b_cp = cp.asarray(a_np).astype(cp_dtype), cp.asarray(b_np).astype(cp_dtype)
+            t_dtype = getattr(torch, dtype)
+            a_t, b_t = (torch.from_numpy(v).cuda().to(t_dtype) for v in (a_np, b_np))
+            repeats = max(2, int(2e11 // (2 * n ** 3)))
+            times = {"ember": timed(lambda: a_em @ b_em, em_sync, repeats),
+                     "cupy": timed(lambda: a_cp @ b_cp, cp_sync, repeats),
+                     "torch": timed(lambda: a_t @ b_t, torch_sync, repeats)}
+            flops = 2 * n ** 3
+            cells = " | ".join(f"{k} {flops / v / 1e12:.1f} TFLOP/s" for k, v in times.items())
+            print(f"| matmul {n}³ {dtype} | {cells} |", flush=True)
+
+
+def mlp_step() -> None:
+    batch, sizes = 4096, (784, 4096, 4096, 10)
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((batch, sizes[0]), dtype=np.float32)
+    y_np = rng.integers(0, 10, batch)
+    device = DEV.autodiff()
+    model = em.nn.Sequential(em.nn.Linear(sizes[0], sizes[1], device=device), em.nn.ReLU(),
+                             em.nn.Linear(sizes[1], sizes[2], device=device), em.nn.ReLU(),
+                             em.nn.Linear(sizes[2], sizes[3], device=device))
+    opt = em.optim.Adam(model.parameters(), lr=1e-3)
+    x_em = em.from_numpy(x_np, device=device)
+    y_em = em.from_numpy(y_np, device=device)
+
+    def em_step():
+        loss = F.cross_entropy(model(x_em), y_em)
+        opt.step(loss.backward())
+        return loss
+
+    tmodel = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
+                                 torch.nn.Linear(sizes[1], sizes[2]), torch.nn.ReLU(),
+                                 torch.nn.Linear(sizes[2], sizes[3])).cuda()
+    topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
+    x_t, y_t = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
+
+    def torch_step():
+        topt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(tmodel(x_t), y_t)
+        loss.backward()
+        topt.step()
+        return loss
+
+    row("MLP step 784-4096-4096-10, batch 4096, Adam, f32", None,
+        {"ember": timed(em_step, em_sync, 10), "torch eager": timed(torch_step, torch_sync, 10)})
+
+
+def launch_overhead() -> None:
+    x_em = em.zeros((16,), device=DEV)
+    x_cp = cp.zeros((16,), cp.float32)
+    x_t = torch.zeros(16, device="cuda")
+    n = 2000
+    times = {"ember (x + 1.0, unfused: each result read)":
+             timed(lambda: (x_em + 1.0).sum(), em_sync, n),
+             "cupy": timed(lambda: (x_cp + 1.0).sum(), cp_sync, n),
+             "torch": timed(lambda: (x_t + 1.0).sum(), torch_sync, n)}
+    print("| launch: (x + 1).sum() on 16 elements | "
+          + " | ".join(f"{k} {v * 1e6:.1f} µs" for k, v in times.items()) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    print(f"# {torch.cuda.get_device_name()}, CuPy {cp.__version__}, torch {torch.__version__}")
+    for section in (elementwise, matmul_sweep, launch_overhead, mlp_step):
+        try:
+            section()
+        except Exception as exc:  # one failing section must not hide the others' figures
+            print(f"| {section.__name__} | failed: {type(exc).__name__}: {exc} |", flush=True)
+    backend = DEV.actor.backend
+    print(f"# generated kernels compiled {backend.fused.compiled}, launched "
+          f"{backend.fused.launched}, last error {backend.fused.last_error!r}")
+    print(f"# em.stats: {em.stats(DEV).as_dict()}")

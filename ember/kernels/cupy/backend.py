@@ -1,0 +1,120 @@
+"""The CUDA backend: a CuPy stream and memory pool per device, owned by its worker thread.
+
+CuPy's current device, stream and allocator are per thread, so the device actor's
+worker calls ``start_worker`` first: from then on every kernel the worker launches
+runs on this device's stream and allocates from this device's pool, and nothing on
+another thread ever touches them. Reads copy on that stream and wait for it (on the
+worker, never on the caller's thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ember.kernels.cache import cache_dir
+from ember.kernels.cupy import codegen
+from ember.kernels.cupy.fused import FusedKernels
+from ember.kernels.cupy.table import KERNELS
+from ember.kernels.fusion.planner import FusionPlanner
+from ember.kernels.numpy.table import NP, register_array_type
+
+register_array_type(cupy.ndarray, cupy, cupy.asnumpy)
+
+
+class CupyPool:
+    """Hands kernels new device arrays; the device's CuPy memory pool recycles the memory."""
+
+    xp = cupy
+
+    @staticmethod
+    def empty(shape: tuple[int, ...], dtype: np.dtype) -> cupy.ndarray:
+        return cupy.empty(shape, dtype)
+
+
+class CupyBackend:
+    name = "cupy"
+    # Kernel parameters live in 4 KiB of constant memory (32 KiB on Hopper); 32 pointers
+    # plus sizes and strides stay far below, and wider groups gain little (a guess).
+    MAX_FUSED_INPUTS = 32
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.pool = CupyPool()
+        self.stream: cupy.cuda.Stream | None = None
+        self.memory: cupy.cuda.MemoryPool | None = None
+        self._context = contextlib.ExitStack()
+        self.fused = FusedKernels(index)
+
+    def start_worker(self) -> None:
+        """Select the device and make its stream and pool this (the worker) thread's own."""
+        # Generated kernels persist with the other ember caches, keyed by CuPy by source,
+        # compiler options, architecture and NVRTC version (the source names ember's version).
+        os.environ.setdefault("CUPY_CACHE_DIR", cache_dir("cuda"))
+        cupy.cuda.Device(self.index).use()
+        self.memory = cupy.cuda.MemoryPool()
+        self._context.enter_context(cupy.cuda.using_allocator(self.memory.malloc))
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._context.enter_context(self.stream)
+
+    def run(self, msg: Any, inputs: list) -> Any:
+        result = KERNELS[msg.op](msg, self.pool, *inputs)
+        if isinstance(result, tuple):
+            return tuple(_on_device(r, dtype) for r, dtype in zip(result, msg.dtypes))
+        return _on_device(result, msg.dtype)
+
+    def fusion_planner(self) -> FusionPlanner:
+        return FusionPlanner(codegen.fusible, self.MAX_FUSED_INPUTS)
+
+    def run_fused(self, group: Any, program: Any, inputs: list) -> list:
+        return self.fused.run(group, program, inputs)
+
+    def upload(self, data: np.ndarray) -> cupy.ndarray:
+        return cupy.asarray(data)
+
+    def to_host(self, value: cupy.ndarray) -> np.ndarray:
+        host = value.get(stream=self.stream)
+        host.flags.writeable = False  # a read is a snapshot, as on the CPU
+        return host
+
+    def export(self, value: cupy.ndarray) -> cupy.ndarray:
+        """The array itself, once this stream has finished writing it (another thread's
+        stream reads it next)."""
+        self.stream.synchronize()
+        return value
+
+    def import_(self, exported: Any, shape: tuple[int, ...], dtype: str) -> cupy.ndarray:
+        if isinstance(exported, cupy.ndarray):
+            if exported.device.id == self.index:
+                return exported
+            # A peer copy (CuPy copies to the current device), finished before the source
+            # may recycle its buffer.
+            copy = exported.copy()
+            self.stream.synchronize()
+            return copy
+        return cupy.asarray(exported)
+
+    @staticmethod
+    def release(value: cupy.ndarray) -> int:
+        """Bytes the dropped array owned; CuPy's pool takes the memory back once unreferenced."""
+        return value.nbytes if value.base is None else 0
+
+    @staticmethod
+    def owned_nbytes(value: cupy.ndarray) -> int:
+        return value.nbytes if value.base is None else 0
+
+    def statistics(self) -> dict[str, int]:
+        memory = self.memory
+        free = memory.free_bytes() if memory is not None else 0
+        return {"buffers_pooled": 0, "bytes_pooled": free}
+
+
+def _on_device(result: Any, dtype: str) -> cupy.ndarray:
+    """Kernels return CuPy arrays; a host scalar (a few NumPy paths give one) is uploaded."""
+    if isinstance(result, cupy.ndarray):
+        return result
+    return cupy.asarray(np.asarray(result, dtype=NP[dtype]))

@@ -1,0 +1,179 @@
+"""The CUDA kernel table: the NumPy backend's kernels (array-module generic, so they run
+on CuPy arrays) plus the kernels the GPU needs done differently.
+
+Different on the GPU: matmul (cuBLAS in float16 / bfloat16 directly, TF32 on request),
+random numbers (cuRAND, seeded per op), and the special functions NumPy's kernels take
+from SciPy (``cupyx.scipy.special`` here).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import cupy
+import numpy as np
+from cupyx.scipy import special
+
+from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
+from ember.kernels.numpy.table import NP
+
+KERNELS: dict[str, Callable[..., Any]] = dict(NUMPY_KERNELS)
+_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
+_F32 = np.dtype(np.float32)
+# EMBER_TF32=1: float32 matmuls multiply in TF32 (10-bit mantissa, float32 accumulate),
+# 8x faster on Hopper at ~1e-4 relative error, as torch's "high" float32 precision.
+TF32 = os.environ.get("EMBER_TF32", "0") not in ("", "0")
+
+
+def cuda_kernel(*names: str) -> Callable:
+    """Register a CUDA-specific kernel in place of the NumPy backend's for ``names``."""
+
+    def register(fn: Callable) -> Callable:
+        for name in names:
+            if name not in NUMPY_KERNELS:
+                raise RuntimeError(f"CUDA kernel {name!r} replaces no NumPy kernel")
+            KERNELS[name] = fn
+        return fn
+
+    return register
+
+
+def _float_function(fn: Callable) -> Callable:
+    """A float function computed in float32 for float16 / bfloat16 (rounded once)."""
+
+    def run(msg, pool, x):
+        out_dtype = NP[msg.dtype]
+        compute = _F32 if out_dtype in _LOW_PRECISION else out_dtype
+        return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
+
+    return run
+
+
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+
+cuda_kernel("erf")(_float_function(special.erf))
+cuda_kernel("sigmoid")(_float_function(special.expit))
+cuda_kernel("silu")(_float_function(lambda x: x * special.expit(x)))
+cuda_kernel("gelu")(_float_function(lambda x: 0.5 * x * (1.0 + special.erf(x * _SQRT_HALF))))
+
+
+if TF32:
+    # CuPy's switch for its float32 GEMMs, read at the process's first matmul.
+    os.environ.setdefault("CUPY_TF32", "1")
+
+
+@cuda_kernel("matmul")
+def _matmul(msg, pool, a, b):
+    # cuBLAS multiplies float16 and bfloat16 natively (float32 accumulation), unlike
+    # NumPy, whose kernel widens them.
+    out_dtype = NP[msg.dtype]
+    if out_dtype == NP["bfloat16"] and (a.ndim > 2 or b.ndim > 2 or a.ndim < 2 or b.ndim < 2):
+        # CuPy 14's batched and vector matmul paths reject bfloat16: widen those.
+        return NUMPY_KERNELS["matmul"](msg, pool, a, b)
+    a = a.astype(out_dtype, copy=False)
+    b = b.astype(out_dtype, copy=False)
+    if a.ndim > 2 and b.ndim == 2:
+        # (..., m, k) @ (k, n) as one GEMM over the flattened rows.
+        flat = cupy.matmul(a.reshape(-1, a.shape[-1]), b)
+        return flat.reshape(msg.shape)
+    return cupy.matmul(a, b)
+
+
+def _generator(seed: int, counter: int) -> cupy.random.RandomState:
+    # One cuRAND generator per op, seeded from (seed, counter): the same call on the same
+    # device gives the same numbers, whatever ran before it.
+    mixed = np.random.SeedSequence([seed, counter]).generate_state(1, np.uint32)[0]
+    return cupy.random.RandomState(int(mixed))
+
+
+# Mantissa digits of the low-precision floats: uniform numbers are multiples of 2**-digits,
+# so rounding never reaches 1.0 (as on the CPU).
+_DIGITS = {"float16": 11, "bfloat16": 8}
+
+
+@cuda_kernel("rand")
+def _rand(msg, pool):
+    seed, counter = msg.attrs
+    dtype = NP[msg.dtype]
+    generator = _generator(seed, counter)
+    if dtype in (np.float32, np.float64):
+        return generator.random_sample(msg.shape, dtype=dtype)
+    digits = _DIGITS[msg.dtype]
+    steps = generator.randint(0, 1 << digits, msg.shape, dtype=np.int32)
+    return (steps.astype(np.float32) * np.float32(2.0 ** -digits)).astype(dtype)
+
+
+@cuda_kernel("randn")
+def _randn(msg, pool):
+    seed, counter = msg.attrs
+    dtype = NP[msg.dtype]
+    gen_dtype = dtype if dtype in (np.float32, np.float64) else np.float32
+    values = _generator(seed, counter).standard_normal(msg.shape, dtype=gen_dtype)
+    return values.astype(dtype, copy=False)
+
+
+@cuda_kernel("randint")
+def _randint(msg, pool):
+    low, high, seed, counter = msg.attrs
+    values = _generator(seed, counter).randint(low, high, msg.shape, dtype=np.int64)
+    return values.astype(NP[msg.dtype], copy=False)
+
+
+# NumPy's floor division and remainder of floats (its divmod: the quotient from
+# (a - fmod(a, b)) / b, floored with a half-way correction; signed zeros and b == 0 as
+# NumPy gives them). CuPy's own differ at infinities and signed zeros.
+_DIVMOD = cupy.ElementwiseKernel(
+    "T a, T b", "T quotient, T remainder",
+    """
+    T m = fmod(a, b);
+    if (b == (T)0) {
+      quotient = a / b;
+      remainder = m;
+    } else {
+      T d = (a - m) / b;
+      if (m != (T)0) {
+        if ((b < (T)0) != (m < (T)0)) { m += b; d -= (T)1; }
+      } else {
+        m = copysign((T)0, b);
+      }
+      if (d != (T)0) {
+        T f = floor(d);
+        if (d - f > (T)0.5) f += (T)1;
+        quotient = f;
+      } else {
+        quotient = copysign((T)0, a / b);
+      }
+      remainder = m;
+    }
+    """,
+    "ember_float_divmod")
+
+
+def _divmod_kernel(op: str) -> Callable:
+    integral = NUMPY_KERNELS[op]
+
+    def run(msg, pool, *inputs):
+        out_dtype = NP[msg.dtype]
+        if out_dtype.kind != "f" and out_dtype not in _LOW_PRECISION:
+            return integral(msg, pool, *inputs)
+        compute = _F32 if out_dtype in _LOW_PRECISION else out_dtype
+        if len(inputs) == 2:
+            lhs, rhs = inputs
+        else:
+            _, scalar, scalar_is_lhs = msg.attrs
+            lhs, rhs = (scalar, inputs[0]) if scalar_is_lhs else (inputs[0], scalar)
+        lhs, rhs = (v.astype(out_dtype, copy=False).astype(compute, copy=False)
+                    if isinstance(v, cupy.ndarray) else cupy.asarray(v, compute)
+                    for v in (lhs, rhs))
+        quotient, remainder = _DIVMOD(lhs, rhs)
+        result = quotient if op == "floordiv" else remainder
+        return result.astype(out_dtype, copy=False).reshape(msg.shape)
+
+    return run
+
+
+cuda_kernel("floordiv")(_divmod_kernel("floordiv"))
+cuda_kernel("remainder")(_divmod_kernel("remainder"))

@@ -1,0 +1,112 @@
+"""Generated CUDA kernels, checked without a GPU: rendering, names, cache keys, scalar
+arguments, and (where nvcc is installed) that the source compiles to PTX for sm_90."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from ember.actors.ir import Call
+from ember.kernels.cupy import codegen
+from tests.cuda.groups import SITE, gelu_tanh_chain, plan
+
+F32 = {1: "float32", 2: "float32", 3: "float32"}
+
+
+def _render(calls, dtypes, kinds, vector=4, narrow=True):
+    group, program = plan(calls, dtypes)
+    layout = codegen.Layout(kinds, 2 if "strided" in kinds else 0, narrow)
+    return group, program, codegen.render(group, program, [dtypes[i] for i in group.inputs],
+                                          layout, vector, 256)
+
+
+def test_kernel_is_named_after_its_source_ops():
+    _, _, source = _render(gelu_tanh_chain(), F32, ("full", "full", "full"))
+    assert source.name.startswith("ember_mul_add_gelu_tanh_mul_")
+    assert f"void __launch_bounds__(256)\n{source.name}(" in source.code
+
+
+def test_vectorized_kernel_loads_and_stores_whole_vectors():
+    _, _, source = _render(gelu_tanh_chain(), F32, ("full", "full", "full"))
+    assert "Vec<float, 4> a0 = reinterpret_cast<const Vec<float, 4>*>(in0)[j];" in source.code
+    assert "reinterpret_cast<Vec<float, 4>*>(out3)[j] = o3;" in source.code
+    _, _, scalar = _render(gelu_tanh_chain(), F32, ("full", "full", "full"), vector=1)
+    assert "Vec<" not in scalar.code.split("extern")[1]
+
+
+def test_broadcast_input_uses_index_math_and_scalar_input_loads_once():
+    _, _, source = _render(gelu_tanh_chain(), F32, ("full", "strided", "scalar"))
+    assert "offset1 += c * stride1_1;" in source.code
+    assert "const float r2 = in2[0];" in source.code
+    _, _, wide = _render(gelu_tanh_chain(), F32, ("full", "strided", "scalar"), narrow=False)
+    assert "long long offset1 = 0;" in wide.code and "int offset1 = 0;" in source.code
+
+
+def test_cache_key_ignores_sizes_and_scalar_values_but_not_structure():
+    def key(calls, kinds=("full", "full", "full")):
+        group, program = plan(calls, F32)
+        return codegen.structure_key(group, program, ["float32"] * 3,
+                                     codegen.Layout(kinds, 0), 4, 256)
+
+    assert key(gelu_tanh_chain(scale=0.5)) == key(gelu_tanh_chain(scale=3.0))
+    assert key(gelu_tanh_chain()) != key(gelu_tanh_chain(dtype="float16"))
+    assert key(gelu_tanh_chain()) != key(gelu_tanh_chain(), ("full", "scalar", "full"))
+
+
+def test_scalars_travel_as_arguments_in_render_order():
+    calls = [
+        Call("mul", 10, (1,), ("float16", 0.1, True), (8,), "float16", SITE),
+        Call("gt", 11, (10,), ("float16", 0.1, False), (8,), "bool", SITE),
+        Call("where", 12, (11, 1), (None, 2.5), (8,), "float16", SITE),
+        Call("clamp", 13, (12,), (-1.0, None), (8,), "float16", SITE),
+    ]
+    group, program, source = _render(calls, {1: "float16"}, ("full",))
+    assert codegen.scalar_arguments(group.members, program.steps) == [
+        ("float32", 0.1), ("float16", 0.1), ("float16", 2.5), ("float32", -1.0)]
+    assert "float s3" in source.code and "float s4" not in source.code
+    # A comparison's scalar is rounded to its float16 compute dtype, arithmetic's is not.
+    assert codegen.scalar_value("float16", 0.1) != codegen.scalar_value("float32", 0.1)
+
+
+def test_low_precision_members_round_to_their_dtype():
+    group, program, source = _render(gelu_tanh_chain(dtype="bfloat16"),
+                                     {1: "bfloat16", 2: "bfloat16", 3: "bfloat16"},
+                                     ("full", "full", "full"))
+    assert "bf16_round((v0 * v1))" in source.code
+    assert "o3.v[e] = bf16_store(v6);" in source.code
+
+
+def test_integer_and_python_rounding_ops_are_left_unfused():
+    def dtype_of(i):
+        return "float32"
+
+    assert not codegen.fusible(Call("add", 5, (1, 2), ("int64",), (4,), "int64", SITE), dtype_of)
+    assert not codegen.fusible(Call("floordiv", 5, (1, 2), ("float32",), (4,), "float32", SITE),
+                               dtype_of)
+    assert not codegen.fusible(Call("round", 5, (1,), (2,), (4,), "float32", SITE), dtype_of)
+    assert codegen.fusible(Call("round", 5, (1,), (), (4,), "float32", SITE), dtype_of)
+
+
+def test_coalesce_merges_dims_every_input_walks_as_one():
+    # (8, 16, 32) with a (16, 32) broadcast input: the last two dims merge.
+    assert codegen.coalesce((8, 16, 32), [(0, 32, 1)]) == ((8, 512), [(0, 1)])
+    # A (8, 1, 32) input cannot merge across the broadcast middle dim.
+    assert codegen.coalesce((8, 16, 32), [(32, 0, 1)]) == ((8, 16, 32), [(32, 0, 1)])
+    assert codegen.broadcast_strides((8, 16, 32), (16, 1), (4, 4), 4) == (0, 1, 0)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("kinds", [("full", "full", "full"), ("full", "strided", "scalar")])
+def test_source_compiles_to_ptx_for_hopper(tmp_path, dtype, kinds):
+    dtypes = {1: dtype, 2: dtype, 3: dtype}
+    _, _, source = _render(gelu_tanh_chain(dtype=dtype), dtypes, kinds)
+    path = tmp_path / "kernel.cu"
+    path.write_text(source.code)
+    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
+                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    ptx = (tmp_path / "kernel.ptx").read_text()
+    assert f".entry {source.name}(" in ptx
