@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ember.kernels.wgpu import codegen
-from ember.kernels.wgpu.table import STORAGE, WgpuArray, contiguous_strides
+from ember.kernels.wgpu.table import STORAGE, WgpuArray
+
+if TYPE_CHECKING:
+    from ember.kernels.wgpu.runtime import Runtime
 
 # Params: count, rank, src_offset, dst_offset, index_offset, axis_stride, axis_size, flags
 # (bit 0: wrap negative indices, bit 1: the index moves the destination, not the source),
@@ -148,7 +152,7 @@ class Index:
         self.where = where
 
 
-def launch(rt, shape: Sequence[int], dst: WgpuArray, dst_strides: Sequence[int],
+def launch(rt: Runtime, shape: Sequence[int], dst: WgpuArray, dst_strides: Sequence[int],
            src: WgpuArray, src_strides: Sequence[int], index: Index | None = None,
            accumulate: bool = False) -> None:
     """For every coordinate of ``shape``: ``dst[...] = src[...]`` (``+=`` when ``accumulate``).
@@ -182,18 +186,18 @@ def launch(rt, shape: Sequence[int], dst: WgpuArray, dst_strides: Sequence[int],
                          f"{index.axis_size}")
 
 
-def copy_into(rt, dst: WgpuArray, src: WgpuArray) -> None:
+def copy_into(rt: Runtime, dst: WgpuArray, src: WgpuArray) -> None:
     """Write ``src`` (any strided view, broadcast to ``dst``'s shape) into the view ``dst``."""
     launch(rt, dst.shape, dst, dst.strides, src, src.broadcast_strides(dst.shape))
 
 
-def copy(rt, src: WgpuArray, dtype: str | None = None) -> WgpuArray:
+def copy(rt: Runtime, src: WgpuArray, dtype: str | None = None) -> WgpuArray:
     """A fresh contiguous copy of ``src`` (converted to ``dtype`` when given)."""
     out = rt.empty(src.shape, dtype or src.dtype)
     copy_into(rt, out, src)
     return out
 
 
-def contiguous(rt, x: WgpuArray) -> WgpuArray:
+def contiguous(rt: Runtime, x: WgpuArray) -> WgpuArray:
     """``x`` itself when it is dense row-major, else a contiguous copy."""
     return x if x.contiguous else copy(rt, x)
