@@ -357,6 +357,10 @@ class DeviceActor:
         self._kernels += 1
         self._groups += 1
         self._ops_fused += len(members)
+        # Donors are dead and read by nothing later: drop them now (their own Drops, later
+        # in the batch, find nothing), before outputs that may live in their buffers count.
+        for donor in group.donors:
+            self._bytes_held -= self.backend.release(env.pop(donor))
         for tensor_id, value in values:
             self._store(tensor_id, value)
 
@@ -416,7 +420,16 @@ class DeviceActor:
         waiter.resolve(error=_fresh(err) if err is not None else None)
 
     def _on_barrier(self, msg: Barrier) -> None:
-        self._waiters.pop(msg.ticket).resolve()
+        waiter = self._waiters.pop(msg.ticket)
+        # A GPU backend has only queued its kernels: a sync waits for the device too.
+        synchronize = getattr(self.backend, "synchronize", None)
+        try:
+            if synchronize is not None:
+                synchronize()
+        except Exception as exc:
+            waiter.resolve(error=_kernel_error("sync", ("<runtime>", 0), exc))
+            return
+        waiter.resolve()
 
     def _on_send(self, msg: Send) -> None:
         waiter = self._waiters.pop(msg.ticket)

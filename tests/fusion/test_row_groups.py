@@ -188,3 +188,80 @@ def test_planner_moves_input_views_to_the_prologue_and_closes_on_other_rows() ->
     assert first.prologue == 1 and first.rows == 1 and first.inputs == (1, 9)
     assert first.outputs == (4, 5)  # the add is read by the unfused sum after the group
     assert type(second) is Call and second.out == 6 and len(drops) == 2
+
+
+def test_planner_names_dead_inputs_as_donors() -> None:
+    s = (4, 8)
+    batch = [_call("exp", 3, (1,), s), _call("add", 4, (3, 2), s), Drop(1), Drop(2), Drop(3),
+             _call("neg", 5, (2,), s)]  # 2 is read after the group (past the matmul)
+    group = _plan([*batch[:5], _call("matmul", 6, (2, 2), (4, 4)), batch[5]],
+                  {1: s, 2: s})[0]
+    assert group.inputs == (1, 2) and group.donors == (1,)
+
+
+# ----- dying inputs hold outputs ---------------------------------------------------------------
+
+def _run_and_read(device: em.Device, data: np.ndarray, build,
+                  keep_read: bool = False) -> tuple[bool, dict]:
+    """Run ``build(x)`` on ``data`` uploaded as x, x's handle dying after it, in one batch;
+    returns whether its result ``y`` took x's buffer, and every result read (with
+    ``keep_read``, x's data as read before the batch, held by the caller throughout)."""
+    x = em.tensor(data, device=device)
+    read = x.numpy()  # the read's view dies with x's handle, unless kept
+    address = read.ctypes.data
+    if not keep_read:
+        del read
+    with one_batch(device):
+        results = build(x)
+        del x
+    values = {k: v.numpy() for k, v in results.items()}
+    if keep_read:
+        values["read"] = read
+    return values["y"].ctypes.data == address, values
+
+
+def test_a_dying_input_holds_the_output_in_place() -> None:
+    device = fresh_device()
+    data = np.random.default_rng(7).standard_normal((512, 1024), dtype=np.float32)
+
+    def build(x):
+        return {"y": (x * 2.0 + 1.0).tanh()}
+
+    donated, values = _run_and_read(device, data, build)
+    assert donated
+    np.testing.assert_allclose(values["y"], np.tanh(data * 2 + 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["view alive", "reader holds x", "read after",
+                                  "read by a later member", "integer"])
+def test_no_donation_where_the_input_is_still_needed(case: str) -> None:
+    device = fresh_device()
+    rng = np.random.default_rng(8)
+    data = (rng.integers(-9, 9, (512, 1024)).astype(np.int32) if case == "integer"
+            else rng.standard_normal((512, 1024), dtype=np.float32))
+    square = em.tensor(np.eye(1024, dtype=data.dtype), device=device)
+
+    def build(x):
+        doubled = x * 2
+        if case == "read by a later member":
+            return {"y": doubled, "z": doubled * 3 + x}
+        out = {"y": doubled + 1}
+        if case == "view alive":
+            out["view"] = x.reshape(1024, 512)
+        if case == "read after":
+            out["later"] = x @ square  # a matmul: outside the group
+        return out
+
+    donated, values = _run_and_read(device, data, build, keep_read=case == "reader holds x")
+    assert not donated
+    if case == "view alive":
+        np.testing.assert_array_equal(values["view"], data.reshape(1024, 512))
+    if case == "reader holds x":
+        np.testing.assert_array_equal(values["read"], data)
+    if case == "read after":
+        np.testing.assert_array_equal(values["later"], data)
+    if case == "read by a later member":
+        np.testing.assert_array_equal(values["z"], data * 6 + data)
+        np.testing.assert_array_equal(values["y"], data * 2)
+    else:
+        np.testing.assert_array_equal(values["y"], data * 2 + 1)

@@ -23,7 +23,8 @@ base shape, or another row split), a reduce that would read what the group
 writes (one over leading dims, whose rows other blocks compute), a dtype the
 backend does not fuse, or more external inputs than the backend allows.
 ``Drop``s inside a run are moved after the group (the group may still read
-those buffers). A member's output is materialized only if its handle is still
+those buffers); the inputs they drop are the group's donors, whose buffers
+may hold its outputs. A member's output is materialized only if its handle is still
 alive at the end of the batch or a later message reads it: an intermediate
 whose handle died before the group ran never exists.
 
@@ -61,6 +62,8 @@ class FusedGroup(msgspec.Struct, frozen=True, gc=False):
     group. ``rows``: None for an elementwise group; for a row group, how many
     leading dims of S its reductions keep. ``prologue``: how many leading members
     are views of inputs (index maps evaluated before the group, full size).
+    ``donors``: inputs whose handles died in this batch and that nothing after the
+    group reads, so a backend may write an output into their buffer.
     """
 
     members: tuple[Call, ...]
@@ -70,6 +73,7 @@ class FusedGroup(msgspec.Struct, frozen=True, gc=False):
     key: tuple
     rows: int | None = None
     prologue: int = 0
+    donors: tuple[int, ...] = ()
 
 
 class Program(msgspec.Struct, frozen=True, gc=False):
@@ -296,7 +300,11 @@ class FusionPlanner:
         key = (tuple((m.op, m.attrs, m.dtype, tuple(slot[i] for i in m.inputs)) for m in members),
                len(inputs), tuple(m.out in kept for m in members),
                run.rows, len(run.prologue), len(shape), roles)
-        out.append(FusedGroup(members, inputs, outputs, shape, key, run.rows, len(run.prologue)))
+        viewed = {m.inputs[0] for m in run.prologue}
+        donors = tuple(i for i in inputs if i in dropped and i not in viewed
+                       and last_read.get(i, -1) <= run.end)
+        out.append(FusedGroup(members, inputs, outputs, shape, key, run.rows, len(run.prologue),
+                              donors))
 
     def program(self, group: FusedGroup) -> Program:
         """The group's evaluation program, built once per relative structure."""

@@ -13,6 +13,7 @@ row for row, so fused and unfused results are identical.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import msgspec
@@ -55,7 +56,9 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
     inputs = list(inputs)
     for j, args in program.steps[:group.prologue]:
         inputs.append(KERNELS[members[j].op](members[j], pool, *[inputs[a] for a in args]))
-    full = [pool.empty(m.shape, NP[m.dtype]) if keep and j >= group.prologue else None
+    donated = _donations(group, program, inputs) if group.donors else {}
+    full = [(donated.get(j) if j in donated else pool.empty(m.shape, NP[m.dtype]))
+            if keep and j >= group.prologue else None
             for j, (m, keep) in enumerate(zip(members, program.materialize))]
     views = [(m.out, inputs[len(inputs) - group.prologue + j])
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
@@ -64,6 +67,54 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
     else:
         _run_rows(group, program, inputs, full)
     return views + [(m.out, f) for m, f in zip(members, full) if f is not None]
+
+
+# References to a donor's array when nothing but the device holds it: the device's
+# environment, the actor's list of the group's inputs, run_fused's copy of that list,
+# the loop variable below and getrefcount's argument. A view or a reader holds more.
+_REFS_WHEN_DONATED = 5
+_VIEWS = ("alias", "reshape", "expand", "permute")
+
+
+def _donations(group: Any, program: Any, inputs: list) -> dict[int, np.ndarray]:
+    """Members whose output may go into a donor's buffer: member index → that buffer.
+
+    A donor serves an output of its shape and dtype written after its last reader
+    (through any alias or view of it), so no member reads a block it overwrote. Only
+    groups whose kernels cannot fail on their data donate (no integer members): a
+    failing group re-runs member by member from its inputs, which must be intact.
+    """
+    members = group.members
+    if any(NP[m.dtype].kind not in "fb" for m in members):
+        return {}
+    n = len(group.inputs)
+    free = []
+    for k, i in enumerate(group.inputs):
+        a = inputs[k]
+        if (i in group.donors and type(a) is np.ndarray and a.base is None
+                and a.shape == group.shape and a.flags.c_contiguous and a.flags.writeable
+                and sys.getrefcount(a) <= _REFS_WHEN_DONATED):
+            free.append(k)
+    if not free:
+        return {}
+    donor_of = {k: k for k in free}  # slot → the donor slot whose memory it shows
+    last_reader: dict[int, int] = {}
+    for j, args in program.steps:
+        for a in args:
+            if a in donor_of:
+                last_reader[donor_of[a]] = j
+        if members[j].op in _VIEWS and args[0] in donor_of:
+            donor_of[n + j] = donor_of[args[0]]
+    donated = {}
+    for j, (m, keep) in enumerate(zip(members, program.materialize)):
+        if not keep or j < group.prologue or m.shape != group.shape or m.op in _VIEWS:
+            continue
+        for k in free:
+            if last_reader.get(k, -1) < j and inputs[k].dtype == NP[m.dtype]:
+                donated[j] = inputs[k]
+                free.remove(k)
+                break
+    return donated
 
 
 def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None:
