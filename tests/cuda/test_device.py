@@ -92,3 +92,11 @@ def test_kernel_failure_reaches_the_reader(cuda):
     with pytest.raises(em.KernelError, match="index"):
         bad.numpy()
     np.testing.assert_array_equal((x + 1).numpy(), [2.0, 3.0])
+
+
+def test_sync_waits_for_the_gpu(cuda):
+    a = em.randn((4096, 4096), device=cuda)
+    products = [a @ a for _ in range(8)]
+    em.sync(cuda)
+    assert _backend(cuda).stream.done
+    assert products[-1].shape == (4096, 4096)

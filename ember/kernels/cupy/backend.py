@@ -2,9 +2,9 @@
 
 CuPy's current device, stream and allocator are per thread, so the device actor's
 worker calls ``start_worker`` first: from then on every kernel the worker launches
-runs on this device's stream and allocates from this device's pool, and nothing on
-another thread ever touches them. Reads copy on that stream and wait for it (on the
-worker, never on the caller's thread).
+runs on this device's stream and allocates from this device's own pool, and nothing
+on another thread ever touches them. Reads copy on that stream and wait for it, and a
+sync drains it (on the worker, never on the caller's thread).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class CupyBackend:
         self.pool = CupyPool()
         self.stream: cupy.cuda.Stream | None = None
         self.memory: cupy.cuda.MemoryPool | None = None
+        # Held for the worker's life: the allocator and stream stay current on its thread.
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index)
 
@@ -60,6 +61,10 @@ class CupyBackend:
         self._context.enter_context(cupy.cuda.using_allocator(self.memory.malloc))
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._context.enter_context(self.stream)
+
+    def synchronize(self) -> None:
+        """Wait until the GPU has run everything launched so far (``em.sync``)."""
+        self.stream.synchronize()
 
     def run(self, msg: Any, inputs: list) -> Any:
         result = KERNELS[msg.op](msg, self.pool, *inputs)
