@@ -111,6 +111,10 @@ def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[t
             param_dtype = _PARAM_DTYPE[codegen.kind(target)]
             read = {"float32": "pf", "int32": "pi", "bool": "pu"}[param_dtype]
             text = f"{read}({scalar_position}u)" + (" != 0u" if param_dtype == "bool" else "")
+            # The CPU computes float16 arithmetic with the scalar unrounded (only
+            # comparisons round it first), so it joins as if already float16.
+            if target == "float16" and op not in _COMPARISONS:
+                param_dtype = target
             scalars.append((f"({text})", param_dtype))
             scalar_position += 1
         operands = _place_scalars(op, attrs, operands, scalars)

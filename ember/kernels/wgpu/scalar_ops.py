@@ -38,30 +38,50 @@ HELPERS: dict[str, str] = {
              "return max(a, b); }",
     "min_f": "fn min_f(a: f32, b: f32) -> f32 { if (isnan_f(a) || isnan_f(b)) { return a + b; } "
              "return min(a, b); }",
-    "floordiv_f": "fn floordiv_f(a: f32, b: f32) -> f32 { return floor(a / b); }",
-    # NumPy's remainder takes the divisor's sign; WGSL's % takes the dividend's.
-    "rem_f": ("fn rem_f(a: f32, b: f32) -> f32 { if (b == 0.0) { return " + _NAN + "; } "
-              "var r = a % b; if (r != 0.0 && ((r < 0.0) != (b < 0.0))) { r = r + b; } "
-              "return r; }"),
+    # NumPy's float floor division and remainder (Python's divmod): fmod, its sign moved
+    # to the divisor's, the quotient snapped to the nearest integer, signed zeros kept.
+    "fmod_f": ("fn fmod_f(a: f32, b: f32) -> f32 {\n"
+               "  if (isinf_f(b) && !isinf_f(a)) { return a; }\n"
+               "  let r = a - b * trunc(a / b);\n"
+               "  if (r == 0.0) { return sign_of(a); }\n"
+               "  return r;\n}"),
+    "sign_of": "fn sign_of(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) & 0x80000000u); }",
+    "floordiv_f": ("fn floordiv_f(a: f32, b: f32) -> f32 {\n"
+                   "  if (b == 0.0) { return a / b; }\n"
+                   "  let m = fmod_f(a, b);\n"
+                   "  var q = (a - m) / b;\n"
+                   "  if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { q = q - 1.0; }\n"
+                   "  if (q == 0.0) { return sign_of(a / b); }\n"
+                   "  var f = floor(q);\n"
+                   "  if (q - f > 0.5) { f = f + 1.0; }\n"
+                   "  return f;\n}"),
+    "rem_f": ("fn rem_f(a: f32, b: f32) -> f32 {\n"
+              "  var m = fmod_f(a, b);\n"
+              "  if (b == 0.0 || isnan_f(m)) { return " + _NAN + "; }\n"
+              "  if (m != 0.0) { if ((b < 0.0) != (m < 0.0)) { m = m + b; } return m; }\n"
+              "  return sign_of(b);\n}"),
     # Integer division by zero gives 0 here (the CPU raises; a shader cannot).
     "floordiv_i": ("fn floordiv_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } "
                    "var q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) { q = q - 1; } "
                    "return q; }"),
     "rem_i": ("fn rem_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } var r = a % b; "
               "if (r != 0 && ((r < 0) != (b < 0))) { r = r + b; } return r; }"),
-    # pow of a negative base is defined for integral exponents only (sign by parity).
+    # C's pow: a finite negative base needs an integral exponent (sign by parity); the
+    # signs of zero and infinite bases and (-1) ** inf = 1 as in C.
     "pow_f": ("fn pow_f(a: f32, b: f32) -> f32 {\n"
               "  if (b == 0.0 || a == 1.0) { return 1.0; }\n"
               "  if (isnan_f(a) || isnan_f(b)) { return a + b; }\n"
               "  let m = abs(a);\n"
+              "  let negative = (bitcast<u32>(a) & 0x80000000u) != 0u;\n"
+              "  let integral = floor(b) == b;\n"
+              "  let odd = integral && abs(b) < 16777216.0 && (i32(b) & 1) == 1;\n"
+              "  if (negative && m != 0.0 && !isinf_f(m) && !integral) { return " + _NAN + "; }\n"
               "  var r: f32;\n"
-              "  if (m == 0.0) { r = select(0.0, " + _INF + ", b < 0.0); }\n"
-              "  else if (isinf_f(m)) { r = select(m, 0.0, b < 0.0); }\n"
+              "  if (m == 1.0) { r = 1.0; }\n"
+              "  else if (m == 0.0) { r = select(0.0, " + _INF + ", b < 0.0); }\n"
+              "  else if (isinf_f(m)) { r = select(" + _INF + ", 0.0, b < 0.0); }\n"
               "  else { r = pow(m, b); }\n"
-              "  if (a < 0.0) {\n"
-              "    if (floor(b) != b) { return " + _NAN + "; }\n"
-              "    if (abs(b) < 16777216.0 && (i32(b) & 1) == 1) { r = -r; }\n"
-              "  }\n"
+              "  if (negative && odd) { r = -r; }\n"
               "  return r;\n}"),
     # PyTorch's answer for negative exponents: 1 for base 1, +-1 for base -1, else 0.
     "pow_i": ("fn pow_i(a: i32, b: i32) -> i32 {\n"
@@ -81,7 +101,8 @@ HELPERS: dict[str, str] = {
               "t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));\n"
               "  return sign(x) * (1.0 - erfc);\n}"),
     # log(1 + x) without losing small x: the correction factor x / (u - 1) undoes u's rounding.
-    "log1p_f": ("fn log1p_f(x: f32) -> f32 { let u = 1.0 + x; if (u == 1.0) { return x; } "
+    "log1p_f": ("fn log1p_f(x: f32) -> f32 { if (x < -1.0) { return " + _NAN + "; } "
+                "let u = 1.0 + x; if (u == 1.0) { return x; } "
                 "if (isinf_f(u)) { return u; } return log(u) * (x / (u - 1.0)); }"),
     # tanh saturates to +-1 in f32 beyond 9.1; clamping keeps exp-based lowerings finite.
     "tanh_f": "fn tanh_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } return tanh(clamp(x, -15.0, 15.0)); }",

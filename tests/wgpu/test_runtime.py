@@ -1,0 +1,164 @@
+"""The WebGPU runtime and renderer: dtypes, caches, fusion, strided inputs, failures.
+
+Runs on the first wgpu adapter (lavapipe in CI); skips cleanly without one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.errors import DTypeError, KernelError
+
+WGPU = em.available("wgpu")
+pytestmark = pytest.mark.skipif(not WGPU, reason="no wgpu adapter (install a Vulkan driver, "
+                                                 "e.g. mesa-vulkan-drivers)")
+RNG = np.random.default_rng(8)
+
+
+def _backend():
+    return WGPU[0].actor.backend
+
+
+def _floats(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def test_float64_is_refused_naming_the_op_and_device() -> None:
+    t = em.tensor(np.zeros(3), device=WGPU[0])
+    with pytest.raises(KernelError, match="float64 is not supported on wgpu:0") as info:
+        t.numpy()
+    assert isinstance(info.value.__cause__, DTypeError)
+
+
+def test_casting_to_float64_fails_at_the_read_with_a_dtype_error() -> None:
+    t = em.tensor(_floats(3), device=WGPU[0]).to(em.float64)
+    with pytest.raises(KernelError, match="cast: float64") as info:
+        t.numpy()
+    assert isinstance(info.value.__cause__, DTypeError)
+
+
+def test_int64_is_stored_as_int32_and_read_back_as_int64() -> None:
+    values = np.array([-(2 ** 31), -1, 0, 7, 2 ** 31 - 1], dtype=np.int64)
+    t = em.tensor(values, device=WGPU[0])
+    assert t.dtype == em.int64
+    got = (t + 0).numpy()
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, values)
+
+
+def test_int64_outside_int32_is_refused() -> None:
+    with pytest.raises(KernelError, match="outside the int32 range") as info:
+        em.tensor(np.array([2 ** 40]), device=WGPU[0]).numpy()
+    assert isinstance(info.value.__cause__, DTypeError)
+
+
+def test_bool_round_trips_and_combines() -> None:
+    a = np.array([True, False, True, False])
+    b = np.array([True, True, False, False])
+    ta, tb = em.tensor(a, device=WGPU[0]), em.tensor(b, device=WGPU[0])
+    np.testing.assert_array_equal((ta & tb).numpy(), a & b)
+    np.testing.assert_array_equal((ta ^ tb).numpy(), a ^ b)
+    np.testing.assert_array_equal(ta.numpy(), a)
+
+
+@pytest.mark.skipif(not WGPU or not WGPU[0].actor.backend.rt.has_f16,
+                    reason="the adapter lacks shader-f16")
+def test_float16_rounds_once_per_op_like_the_cpu() -> None:
+    x = _floats(257).astype(np.float16)
+    want = (em.tensor(x) * 3.1 + 0.7).exp().numpy()
+    got = (em.tensor(x, device=WGPU[0]) * 3.1 + 0.7).exp().numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3)
+
+
+def test_one_pipeline_serves_every_size_and_scalar() -> None:
+    rt = _backend().rt
+    em.sync()
+    for n in (5, 17, 1000):
+        (em.tensor(_floats(n), device=WGPU[0]) * 0.5).numpy()
+    compiled = rt.compiles
+    for n, scale in ((3, 1.5), (4096, -2.0), (77, 3.0)):
+        x = _floats(n)
+        got = (em.tensor(x, device=WGPU[0]) * scale).numpy()
+        np.testing.assert_allclose(got, x * np.float32(scale), rtol=1e-6)
+    assert rt.compiles == compiled
+
+
+def test_a_fused_chain_runs_as_one_kernel() -> None:
+    x, w, b = _floats(64, 32), _floats(32), _floats(32)
+    want = em.nn.functional.gelu(em.tensor(x) * em.tensor(w) + em.tensor(b)).numpy()
+    tx, tw, tb = (em.tensor(v, device=WGPU[0]) for v in (x, w, b))
+    em.sync()
+    before = em.stats(WGPU[0])
+    got = em.nn.functional.gelu(tx * tw + tb).numpy()
+    after = em.stats(WGPU[0])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert after.groups - before.groups == 1
+    assert after.kernels_launched - before.kernels_launched == 1
+
+
+def test_groups_past_the_storage_buffer_limit_split_by_output() -> None:
+    rt = _backend().rt
+    limit = rt.max_storage_buffers
+    arrays = [_floats(8) for _ in range(limit - 1)]
+    tensors = [em.tensor(a, device=WGPU[0]) for a in arrays]
+    # Every partial sum stays alive, so the group materializes more outputs than bindings allow.
+    partial = [tensors[0]]
+    for t in tensors[1:]:
+        partial.append(partial[-1] + t)
+    got = [p.numpy() for p in partial]
+    want = np.cumsum(np.stack(arrays), axis=0)
+    np.testing.assert_allclose(np.stack(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_and_broadcast_inputs_need_no_copy() -> None:
+    x, y = _floats(6, 5), _floats(6, 1)
+    tx, ty = em.tensor(x, device=WGPU[0]), em.tensor(y, device=WGPU[0])
+    np.testing.assert_allclose((tx.T * 2 + ty.T).numpy(), x.T * 2 + y.T, rtol=1e-6)
+    np.testing.assert_allclose(tx.T.numpy(), x.T)
+
+
+def test_reductions_over_strided_views() -> None:
+    x = _floats(4, 6, 5)
+    t = em.tensor(x, device=WGPU[0]).permute(2, 0, 1)
+    np.testing.assert_allclose(t.sum(dim=(0, 2)).numpy(), x.transpose(2, 0, 1).sum(axis=(0, 2)),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(t.argmax(dim=1).numpy(), x.transpose(2, 0, 1).argmax(axis=1))
+
+
+def test_matmul_of_transposed_and_batched_operands() -> None:
+    a, b = _floats(3, 70, 33), _floats(130, 33)
+    got = (em.tensor(a, device=WGPU[0]) @ em.tensor(b, device=WGPU[0]).T).numpy()
+    np.testing.assert_allclose(got, a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+def test_a_failing_op_reaches_only_its_reader() -> None:
+    good = em.tensor(_floats(4), device=WGPU[0]) + 1
+    bad = em.tensor(np.zeros(4), device=WGPU[0]) + 1  # float64
+    with pytest.raises(KernelError):
+        bad.numpy()
+    assert good.numpy().shape == (4,)
+
+
+def test_buffers_return_to_the_pool() -> None:
+    rt = _backend().rt
+    for _ in range(3):
+        (em.tensor(_floats(1 << 14), device=WGPU[0]) * 2).numpy()
+    em.sync()
+    assert rt.pool.reused > 0
+
+
+def test_no_adapter_means_an_empty_list_not_a_hang() -> None:
+    # No Vulkan ICD: wgpu finds only what is left (none, or OpenGL, which ember skips).
+    code = "import ember as em; print(em.available('wgpu'))"
+    env = {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json",
+           "WGPU_BACKEND_TYPE": "Vulkan", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
