@@ -162,3 +162,17 @@ def test_no_adapter_means_an_empty_list_not_a_hang() -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("n", [1 << 15, (1 << 15) + 2])
+def test_large_contiguous_groups_move_vec4s(n: int) -> None:
+    # 2**15 elements take the vec4 path, 2**15 + 2 the scalar one: same results.
+    x, y = _floats(n), _floats(n)
+    k = RNG.integers(-5, 5, n).astype(np.int32)
+    tx, ty, tk = (em.tensor(v, device=WGPU[0]) for v in (x, y, k))
+    scalar = em.tensor(np.float32(0.25), device=WGPU[0])
+    got = ((tx * ty + scalar).exp(), tx > ty, tk * 3 - 1)
+    want = (np.exp(x * y + np.float32(0.25)), x > y, k * 3 - 1)
+    np.testing.assert_allclose(got[0].numpy(), want[0], rtol=1e-5)
+    np.testing.assert_array_equal(got[1].numpy(), want[1])
+    np.testing.assert_array_equal(got[2].numpy(), want[2])

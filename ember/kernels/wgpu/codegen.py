@@ -40,17 +40,22 @@ def header(dtypes: Sequence[str]) -> str:
     return "enable f16;\n" if "float16" in dtypes else ""
 
 
-def bindings(writes: Sequence[str], reads: Sequence[str], n_params: int) -> str:
+def bindings(writes: Sequence[str], reads: Sequence[str], n_params: int,
+             vector: bool = False) -> str:
     """Declarations in the binding order of ``Runtime.dispatch``.
 
     Writes are named ``out0, out1, ...``, reads ``in0, in1, ...``; both are
-    arrays of their dtype's storage type. Params are read with ``pu(i)``,
-    ``pi(i)`` and ``pf(i)``.
+    arrays of their dtype's storage type (of ``vec4``s of it with ``vector``).
+    Params are read with ``pu(i)``, ``pi(i)`` and ``pf(i)``.
     """
+
+    def element(dtype: str) -> str:
+        return f"vec4<{STORAGE[dtype][0]}>" if vector else STORAGE[dtype][0]
+
     lines = [f"@group(0) @binding({i}) var<storage, read_write> out{i}: "
-             f"array<{STORAGE[d][0]}>;" for i, d in enumerate(writes)]
+             f"array<{element(d)}>;" for i, d in enumerate(writes)]
     lines += [f"@group(0) @binding({len(writes) + i}) var<storage, read> in{i}: "
-              f"array<{STORAGE[d][0]}>;" for i, d in enumerate(reads)]
+              f"array<{element(d)}>;" for i, d in enumerate(reads)]
     words = max(1, -(-n_params // 4))
     lines += [
         f"struct Params {{ v: array<vec4<u32>, {words}> }}",

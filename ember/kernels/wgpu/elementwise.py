@@ -27,7 +27,7 @@ from typing import Any
 from ember.kernels.fusion.planner import ELEMENTWISE
 from ember.kernels.wgpu import codegen
 from ember.kernels.wgpu.scalar_ops import expression, helpers_for
-from ember.kernels.wgpu.table import WgpuArray, check_dtype, kernel
+from ember.kernels.wgpu.table import STORAGE, WgpuArray, check_dtype, kernel
 
 _WORKGROUP = 256
 _BINARY_WITH_SCALAR = frozenset({
@@ -76,12 +76,15 @@ def _mode(array: WgpuArray, shape: tuple[int, ...]) -> str:
 
 
 def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[tuple],
-           outputs: Sequence[int]) -> tuple[str, int]:
-    """WGSL of one group; returns (source, number of params before the scalars).
+           outputs: Sequence[int], vector: bool = False) -> str:
+    """WGSL of one group.
 
     ``inputs``: (dtype, mode) per external input. ``steps``: (op, attrs, dtype,
     argument slots, scalar dtypes) per member; slots below ``len(inputs)`` are
     inputs, the rest members. ``outputs``: the members to store, in binding order.
+    ``vector``: every invocation moves four elements as one vec4 load / store
+    per binding (inputs ``s`` or ``c`` only, count and offsets multiples of 4);
+    the members run once per lane in registers.
     """
     general = any(mode == "g" for _, mode in inputs)
     position = 1 + (shape_rank if general else 0)
@@ -93,8 +96,17 @@ def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[t
              "  if (i >= pu(0u)) { return; }"]
     if general:
         lines.append(codegen.coordinates("i", 1, shape_rank).rstrip("\n"))
-    values: list[tuple[str, str]] = []
+    lanes = ("_0", "_1", "_2", "_3") if vector else ("",)
+    lane_inputs: list[list[tuple[str, str]]] = [[] for _ in lanes]
     for k, ((dtype, mode), base) in enumerate(zip(inputs, bases)):
+        if vector:
+            start = f"u32(pi({base}u))"
+            index = f"{start} / 4u" + (" + i" if mode == "c" else "")
+            lines.append(f"  let q{k} = in{k}[{index}];")
+            for lane, values in enumerate(lane_inputs):
+                component = str(lane) if mode == "c" else f"{start} % 4u"
+                values.append((codegen.load(f"q{k}", component, dtype), dtype))
+            continue
         if mode == "s":
             index = f"pi({base}u)"
         elif mode == "c":
@@ -102,35 +114,48 @@ def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[t
         else:
             index = codegen.strided_index(base, shape_rank)
         lines.append(f"  let x{k} = {codegen.load(f'in{k}', index, dtype)};")
-        values.append((f"x{k}", dtype))
-    scalar_position = position
-    for j, (op, attrs, dtype, args, scalar_dtypes) in enumerate(steps):
-        operands = [values[a] for a in args]
+        lane_inputs[0].append((f"x{k}", dtype))
+    scalars_of = _scalar_operands(steps, position)
+    for lane, values in zip(lanes, lane_inputs):
+        for j, (op, attrs, dtype, args, _) in enumerate(steps):
+            operands = _place_scalars(op, attrs, [values[a] for a in args], scalars_of[j])
+            lines.append(f"  let v{j}{lane}: {codegen.register_type(dtype)} = "
+                         f"{expression(op, attrs, dtype, operands)};")
+            values.append((f"v{j}{lane}", dtype))
+    for slot, j in enumerate(outputs):
+        dtype = steps[j][2]
+        stored = [codegen.store(f"v{j}{lane}", dtype) for lane in lanes]
+        if vector:
+            lines.append(f"  out{slot}[i] = vec4<{STORAGE[dtype][0]}>({', '.join(stored)});")
+        else:
+            lines.append(f"  out{slot}[i] = {stored[0]};")
+    main = "\n".join(lines)
+    dtypes = [d for d, _ in inputs] + [s[2] for s in steps]
+    n_params = position + sum(len(s[4]) for s in steps)
+    return (codegen.header(dtypes)
+            + codegen.bindings([steps[j][2] for j in outputs], [d for d, _ in inputs],
+                               n_params, vector=vector)
+            + helpers_for(main)
+            + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
+
+
+def _scalar_operands(steps: Sequence[tuple], position: int) -> list[list[tuple[str, str]]]:
+    """Per step, its scalar operands as (param read, dtype), numbered from ``position``."""
+    result = []
+    for op, _, _, _, scalar_dtypes in steps:
         scalars = []
         for target in scalar_dtypes:
             param_dtype = _PARAM_DTYPE[codegen.kind(target)]
             read = {"float32": "pf", "int32": "pi", "bool": "pu"}[param_dtype]
-            text = f"{read}({scalar_position}u)" + (" != 0u" if param_dtype == "bool" else "")
+            text = f"{read}({position}u)" + (" != 0u" if param_dtype == "bool" else "")
             # The CPU computes float16 arithmetic with the scalar unrounded (only
             # comparisons round it first), so it joins as if already float16.
             if target == "float16" and op not in _COMPARISONS:
                 param_dtype = target
             scalars.append((f"({text})", param_dtype))
-            scalar_position += 1
-        operands = _place_scalars(op, attrs, operands, scalars)
-        lines.append(f"  let v{j}: {codegen.register_type(dtype)} = "
-                     f"{expression(op, attrs, dtype, operands)};")
-        values.append((f"v{j}", dtype))
-    for slot, j in enumerate(outputs):
-        lines.append(f"  out{slot}[i] = {codegen.store(f'v{j}', steps[j][2])};")
-    main = "\n".join(lines)
-    dtypes = [d for d, _ in inputs] + [s[2] for s in steps]
-    source = (codegen.header(dtypes)
-              + codegen.bindings([steps[j][2] for j in outputs], [d for d, _ in inputs],
-                                 scalar_position)
-              + helpers_for(main)
-              + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
-    return source, position
+            position += 1
+        result.append(scalars)
+    return result
 
 
 def _place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list:
@@ -147,7 +172,10 @@ def _place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list
     return operands + scalars  # clamp: x, then the bounds given
 
 
-_sources: dict[tuple, tuple[str, int]] = {}
+_sources: dict[tuple, str] = {}
+# Elements from which a contiguous group moves vec4s: below it the dispatch cost
+# dominates and a second shader variant is not worth compiling (a guess).
+VECTOR_MIN = 1 << 14
 
 
 def evaluate(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
@@ -224,14 +252,15 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
         scalar_values.extend(_param_value(v, d, m.op) for v, d in scalars)
     local_out = [member_ids.index(j) for j in outputs]
     rank = len(shape)
+    vector = (count >= VECTOR_MIN and count % 4 == 0 and "g" not in modes
+              and all(a.offset % 4 == 0 for a in used))
     key = (rank, tuple((a.dtype, mode) for a, mode in zip(used, modes)), tuple(steps),
-           tuple(local_out))
-    found = _sources.get(key)
-    if found is None:
-        found = _sources[key] = render(rank, key[1], steps, local_out)
-    source, _ = found
+           tuple(local_out), vector)
+    source = _sources.get(key)
+    if source is None:
+        source = _sources[key] = render(*key)
     general = "g" in modes
-    params: list[int | float] = [count]
+    params: list[int | float] = [count // 4 if vector else count]
     if general:
         params.extend(shape)
     for array, mode in zip(used, modes):
@@ -240,7 +269,7 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
             params.extend(array.broadcast_strides(shape))
     params.extend(scalar_values)
     rt.dispatch(source, [results[j] for j in outputs], used, params,
-                rt.groups(count, _WORKGROUP))
+                rt.groups(params[0], _WORKGROUP))
 
 
 def contiguous_copy(rt: Any, array: WgpuArray) -> WgpuArray:
