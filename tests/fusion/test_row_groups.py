@@ -265,3 +265,17 @@ def test_no_donation_where_the_input_is_still_needed(case: str) -> None:
         np.testing.assert_array_equal(values["y"], data * 2)
     else:
         np.testing.assert_array_equal(values["y"], data * 2 + 1)
+
+
+def test_a_kept_detach_inside_a_group_shares_its_source_buffer() -> None:
+    device = fresh_device()
+    data = np.random.default_rng(9).standard_normal((256, 512), dtype=np.float32)
+    x = em.tensor(data, device=device)
+    em.sync(device)
+    with one_batch(device):
+        h = (x * 2.0).tanh()
+        held, detached_input = h.detach(), x.detach()
+        y = held * 3.0 + detached_input
+    np.testing.assert_array_equal(y.numpy(), np.tanh(data * 2) * 3 + data)
+    assert held.numpy().ctypes.data == h.numpy().ctypes.data  # no copy of h
+    assert detached_input.numpy().ctypes.data == x.numpy().ctypes.data

@@ -56,17 +56,39 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
     inputs = list(inputs)
     for j, args in program.steps[:group.prologue]:
         inputs.append(KERNELS[members[j].op](members[j], pool, *[inputs[a] for a in args]))
-    donated = _donations(group, program, inputs) if group.donors else {}
+    shared = _shared_aliases(group, program)
+    donated = _donations(group, program, inputs, shared) if group.donors else {}
     full = [(donated.get(j) if j in donated else pool.empty(m.shape, NP[m.dtype]))
-            if keep and j >= group.prologue else None
+            if keep and j >= group.prologue and j not in shared else None
             for j, (m, keep) in enumerate(zip(members, program.materialize))]
-    views = [(m.out, inputs[len(inputs) - group.prologue + j])
+    views = [(m.out, inputs[len(group.inputs) + j])
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
     if group.rows is None:
         _run_elementwise(group, program, inputs, full)
     else:
         _run_rows(group, program, inputs, full)
-    return views + [(m.out, f) for m, f in zip(members, full) if f is not None]
+    n_inputs = len(group.inputs)
+    aliases = [(members[j].out, inputs[slot] if slot < len(inputs) else full[slot - n_inputs])
+               for j, slot in shared.items()]
+    return views + aliases + [(m.out, f) for m, f in zip(members, full) if f is not None]
+
+
+def _shared_aliases(group: Any, program: Any) -> dict[int, int]:
+    """Kept aliases (detach) that return the array of the slot they alias, an input or a
+    kept member, rather than a copy: member index → that slot."""
+    n_inputs, prologue = len(group.inputs), group.prologue
+    shared: dict[int, int] = {}
+    for j, args in program.steps[prologue:]:
+        if group.members[j].op != "alias" or not program.materialize[j]:
+            continue
+        slot = args[0]
+        source = slot - n_inputs
+        if source >= prologue and source in shared:
+            slot = shared[source]
+        elif source >= prologue and not program.materialize[source]:
+            continue  # the source is never stored: the alias holds the only copy
+        shared[j] = slot
+    return shared
 
 
 # References to a donor's array when nothing but the device holds it: the device's
@@ -76,22 +98,25 @@ _REFS_WHEN_DONATED = 5
 _VIEWS = ("alias", "reshape", "expand", "permute")
 
 
-def _donations(group: Any, program: Any, inputs: list) -> dict[int, np.ndarray]:
+def _donations(group: Any, program: Any, inputs: list,
+               shared: dict[int, int]) -> dict[int, np.ndarray]:
     """Members whose output may go into a donor's buffer: member index → that buffer.
 
     A donor serves an output of its shape and dtype written after its last reader
-    (through any alias or view of it), so no member reads a block it overwrote. Only
-    groups whose kernels cannot fail on their data donate (no integer members): a
-    failing group re-runs member by member from its inputs, which must be intact.
+    (through any alias or view of it), so no member reads a block it overwrote, and
+    never one a kept alias returns (``shared``). Only groups whose kernels cannot fail
+    on their data donate (no integer members): a failing group re-runs member by
+    member from its inputs, which must be intact.
     """
     members = group.members
     if any(NP[m.dtype].kind not in "fb" for m in members):
         return {}
     n = len(group.inputs)
+    returned = set(shared.values())
     free = []
     for k, i in enumerate(group.inputs):
         a = inputs[k]
-        if (i in group.donors and type(a) is np.ndarray and a.base is None
+        if (i in group.donors and k not in returned and type(a) is np.ndarray and a.base is None
                 and a.shape == group.shape and a.flags.c_contiguous and a.flags.writeable
                 and sys.getrefcount(a) <= _REFS_WHEN_DONATED):
             free.append(k)
@@ -266,18 +291,18 @@ def _spans_rows(a: Any, shape: tuple[int, ...]) -> bool:
 
 def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: list,
               scratch_spec: tuple | None) -> None:
-    """One block: every member's kernel after the prologue, writing materialized outputs
-    in place. ``scratch_spec``: (buffers, block shape or None for the message's, length)."""
+    """One block: every member's kernel after the prologue, writing the outputs it
+    materializes (``outputs[j]`` not None) in place. ``scratch_spec``: (buffers, block
+    shape or None for the message's, length)."""
     slots = list(inputs)
     chunk_pool = _ChunkPool()
-    prologue = group.prologue
-    for (j, args), keep in zip(program.steps[prologue:], program.materialize[prologue:]):
+    for j, args in program.steps[group.prologue:]:
         member = messages[j]
-        if keep:
-            dest = outputs[j]
-        elif scratch_spec is None:
+        dest = outputs[j]
+        keep = dest is not None
+        if not keep and scratch_spec is None:
             dest = np.empty(member.shape, NP[member.dtype])
-        else:
+        elif not keep:
             buffers, shape, length = scratch_spec
             if buffers[j] is None:
                 buffers[j] = np.empty(shape or member.shape, NP[member.dtype])
