@@ -95,5 +95,9 @@ class WgpuBackend:
     def owned_nbytes(value: WgpuArray) -> int:
         return value.nbytes if value.base is None else 0
 
+    def synchronize(self) -> None:
+        """Wait until the GPU has run everything submitted (``em.sync`` calls this)."""
+        self.rt.finish()
+
     def statistics(self) -> dict[str, int]:
         return self.rt.statistics()

@@ -1,8 +1,8 @@
 """WGSL reductions: one workgroup per output element, a shared-memory tree inside it.
 
-Each of the 256 invocations of a workgroup walks the reduced elements of its
-output with a stride of 256 (any dims, any input strides: no copy first),
-then the workgroup combines the 256 partial results in a tree. Two-pass
+Each of the 64 invocations of a workgroup walks the reduced elements of its
+output with a stride of 64 (any dims, any input strides: no copy first),
+then the workgroup combines the 64 partial results in a tree. Two-pass
 reductions (var / std: the mean, then squared deviations; logsumexp: the max,
 then the shifted sum of exponentials) run both passes in the same workgroup.
 Floats accumulate in f32 (float16 too, rounded once on output), integers and
@@ -18,7 +18,9 @@ from ember.kernels.wgpu import codegen
 from ember.kernels.wgpu.scalar_ops import helpers_for
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
 
-_WORKGROUP = 256
+# Invocations per output: 64 beat 256 by 3x on lavapipe (fewer barrier steps) and still
+# give a 4096-element GPU row 64 elements per invocation (a guess for GPUs).
+_WORKGROUP = 64
 _F32_MAX = "bitcast<f32>(0x7f800000u)"
 _I32_MAX = "2147483647"
 _I32_MIN = "(-2147483647 - 1)"
