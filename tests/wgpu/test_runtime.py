@@ -176,3 +176,48 @@ def test_large_contiguous_groups_move_vec4s(n: int) -> None:
     np.testing.assert_allclose(got[0].numpy(), want[0], rtol=1e-5)
     np.testing.assert_array_equal(got[1].numpy(), want[1])
     np.testing.assert_array_equal(got[2].numpy(), want[2])
+
+
+def _softmax(x):
+    shifted = x - x.max(dim=-1, keepdim=True).detach()
+    e = shifted.exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _layer_norm(x, w, b):
+    centered = x - x.mean(dim=-1, keepdim=True)
+    var = (centered * centered).mean(dim=-1, keepdim=True)
+    return centered * (var + 1e-5).rsqrt() * w + b
+
+
+@pytest.mark.parametrize("fn, n_inputs", [(_softmax, 1), (_layer_norm, 3)],
+                         ids=["softmax", "layer_norm"])
+def test_row_groups_run_as_one_kernel(fn, n_inputs: int) -> None:
+    arrays = [_floats(3, 5, 70)] + [_floats(70) for _ in range(n_inputs - 1)]
+    want = fn(*[em.tensor(a) for a in arrays]).numpy()
+    tensors = [em.tensor(a, device=WGPU[0]) for a in arrays]
+    em.sync()
+    before = em.stats(WGPU[0])
+    got = fn(*tensors).numpy()
+    after = em.stats(WGPU[0])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert (after.groups - before.groups, after.kernels_launched - before.kernels_launched) == (1, 1)
+
+
+def test_row_groups_with_kept_intermediates_and_row_inputs() -> None:
+    x, scale = _floats(4, 3, 9), _floats(4, 3, 1)
+    tx, ts = em.tensor(x, device=WGPU[0]), em.tensor(scale, device=WGPU[0])
+    em.sync()
+    groups = em.stats(WGPU[0]).groups
+    # Every intermediate stays alive (materialized); the sum keeps no dims and is reshaped.
+    scaled = tx * ts
+    total = scaled.sum(dim=(-1,))
+    ratio = scaled / total.reshape(4, 3, 1)
+    peak = ratio.max(dim=-1, keepdim=True)
+    got = [t.numpy() for t in (scaled, total, ratio, peak)]
+    assert em.stats(WGPU[0]).groups == groups + 1
+    s = x * scale
+    want = [s, s.sum(-1), s / s.sum(-1, keepdims=True), (s / s.sum(-1, keepdims=True)).max(
+        -1, keepdims=True)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -16,12 +16,14 @@ float64 and bfloat16 raise ``DTypeError`` (WGSL has neither).
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ember.kernels.fusion.planner import FusionPlanner
-from ember.kernels.wgpu import elementwise
+from ember.kernels.fusion.planner import REDUCTIONS, FusionPlanner
+from ember.kernels.wgpu import elementwise, rows
+from ember.kernels.wgpu.rows import ROW_REDUCTIONS
 from ember.kernels.wgpu.runtime import Runtime, adapters
 from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype
 
@@ -57,20 +59,34 @@ class WgpuBackend:
 
     def fusion_planner(self) -> FusionPlanner:
         # One storage binding per external input plus at least one output.
-        return FusionPlanner(self._fusible, self.rt.max_storage_buffers - 1)
+        return FusionPlanner(self._fusible, self.rt.max_storage_buffers - 1, reductions=True,
+                             views=True)
 
     def _fusible(self, call: Any, dtype_of: Any) -> bool:
-        if call.dtype not in STORAGE:
+        if call.dtype not in STORAGE or not all(dtype_of(i) in STORAGE for i in call.inputs):
             return False
-        return all(dtype_of(i) in STORAGE for i in call.inputs)
+        if call.op in REDUCTIONS:
+            # var / std / logsumexp are two walks each: they stay unfused, as do bool ones.
+            return call.op in ROW_REDUCTIONS and call.dtype != "bool"
+        return True
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
-        args = [()] * len(group.members)
+        members = group.members
+        args = [()] * len(members)
         for j, slots in program.steps:
             args[j] = slots
-        arrays = elementwise.evaluate(self.rt, group.members, args, inputs, program.materialize,
-                                      group.shape)
-        return [(m.out, a) for m, a in zip(group.members, arrays) if a is not None]
+        # Prologue views (reshape / permute / expand of inputs) are index maps: their
+        # arrays join the inputs, so the members' slot numbers stay as they are.
+        arrays = list(inputs)
+        for m, slots in zip(members[:group.prologue], args):
+            arrays.append(KERNELS[m.op](m, self.rt, *[arrays[s] for s in slots]))
+        start = group.prologue
+        evaluate = (elementwise.evaluate if group.rows is None
+                    else partial(rows.evaluate_rows, rows=group.rows))
+        values = arrays[len(inputs):] + evaluate(self.rt, members[start:], args[start:], arrays,
+                                                 program.materialize[start:], group.shape)
+        return [(m.out, a) for m, a, keep in zip(members, values, program.materialize)
+                if keep and a is not None]
 
     def upload(self, data: np.ndarray) -> WgpuArray:
         return self.rt.upload(data)

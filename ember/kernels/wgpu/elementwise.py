@@ -39,7 +39,7 @@ _INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
 _PARAM_DTYPE = {"f": "float32", "i": "int32", "b": "bool"}
 
 
-def _split_scalars(member: Any) -> tuple[tuple, list[tuple[Any, str]]]:
+def split_scalars(member: Any) -> tuple[tuple, list[tuple[Any, str]]]:
     """(attrs with scalar values left out, [(scalar, dtype it converts to)])."""
     op, attrs = member.op, member.attrs
     if op in _BINARY_WITH_SCALAR and len(attrs) == 3:
@@ -52,7 +52,7 @@ def _split_scalars(member: Any) -> tuple[tuple, list[tuple[Any, str]]]:
     return attrs, []
 
 
-def _param_value(value: Any, dtype: str, op: str) -> int | float:
+def param_value(value: Any, dtype: str, op: str) -> int | float:
     k = codegen.kind(dtype)
     if k == "f":
         return float(value)
@@ -67,7 +67,7 @@ def _param_value(value: Any, dtype: str, op: str) -> int | float:
     return value
 
 
-def _mode(array: WgpuArray, shape: tuple[int, ...]) -> str:
+def input_mode(array: WgpuArray, shape: tuple[int, ...]) -> str:
     if array.size == 1:
         return "s"
     if array.shape == shape and array.contiguous:
@@ -115,10 +115,10 @@ def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[t
             index = codegen.strided_index(base, shape_rank)
         lines.append(f"  let x{k} = {codegen.load(f'in{k}', index, dtype)};")
         lane_inputs[0].append((f"x{k}", dtype))
-    scalars_of = _scalar_operands(steps, position)
+    scalars_of = scalar_operands(steps, position)
     for lane, values in zip(lanes, lane_inputs):
         for j, (op, attrs, dtype, args, _) in enumerate(steps):
-            operands = _place_scalars(op, attrs, [values[a] for a in args], scalars_of[j])
+            operands = place_scalars(op, attrs, [values[a] for a in args], scalars_of[j])
             lines.append(f"  let v{j}{lane}: {codegen.register_type(dtype)} = "
                          f"{expression(op, attrs, dtype, operands)};")
             values.append((f"v{j}{lane}", dtype))
@@ -139,7 +139,7 @@ def render(shape_rank: int, inputs: Sequence[tuple[str, str]], steps: Sequence[t
             + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
 
 
-def _scalar_operands(steps: Sequence[tuple], position: int) -> list[list[tuple[str, str]]]:
+def scalar_operands(steps: Sequence[tuple], position: int) -> list[list[tuple[str, str]]]:
     """Per step, its scalar operands as (param read, dtype), numbered from ``position``."""
     result = []
     for op, _, _, _, scalar_dtypes in steps:
@@ -158,7 +158,7 @@ def _scalar_operands(steps: Sequence[tuple], position: int) -> list[list[tuple[s
     return result
 
 
-def _place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list:
+def place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list:
     """Operands in the op's order, with scalar params where the IR has scalars."""
     if not scalars:
         return operands
@@ -198,12 +198,12 @@ def evaluate(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
     if count == 0:
         return results
     wanted = [j for j, keep in enumerate(materialize) if keep]
-    for chunk in _output_chunks(wanted, args, len(inputs), rt.max_storage_buffers):
+    for chunk in output_chunks(wanted, args, len(inputs), rt.max_storage_buffers):
         _run_chunk(rt, members, args, inputs, chunk, shape, count, results)
     return results
 
 
-def _needs(targets: Sequence[int], args: Sequence[tuple[int, ...]], n_inputs: int) -> set[int]:
+def needs(targets: Sequence[int], args: Sequence[tuple[int, ...]], n_inputs: int) -> set[int]:
     """Slots (inputs and members) that ``targets`` (member indices) depend on, themselves too."""
     seen: set[int] = set()
     stack = [n_inputs + j for j in targets]
@@ -217,13 +217,13 @@ def _needs(targets: Sequence[int], args: Sequence[tuple[int, ...]], n_inputs: in
     return seen
 
 
-def _output_chunks(wanted: list[int], args: Sequence[tuple[int, ...]], n_inputs: int,
+def output_chunks(wanted: list[int], args: Sequence[tuple[int, ...]], n_inputs: int,
                    limit: int) -> list[list[int]]:
     chunks: list[list[int]] = []
     for j in wanted:
         if chunks:
             trial = chunks[-1] + [j]
-            used = sum(1 for s in _needs(trial, args, n_inputs) if s < n_inputs)
+            used = sum(1 for s in needs(trial, args, n_inputs) if s < n_inputs)
             if used + len(trial) <= limit:
                 chunks[-1] = trial
                 continue
@@ -235,21 +235,21 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
                inputs: Sequence[WgpuArray], outputs: list[int], shape: tuple[int, ...],
                count: int, results: list) -> None:
     n_inputs = len(inputs)
-    needed = _needs(outputs, args, n_inputs)
+    needed = needs(outputs, args, n_inputs)
     input_slots = sorted(s for s in needed if s < n_inputs)
     member_ids = sorted(s - n_inputs for s in needed if s >= n_inputs)
     slot_map = {s: k for k, s in enumerate(input_slots)}
     slot_map.update({n_inputs + j: len(input_slots) + k for k, j in enumerate(member_ids)})
     used = [inputs[s] for s in input_slots]
-    modes = [_mode(a, shape) for a in used]
+    modes = [input_mode(a, shape) for a in used]
     steps = []
     scalar_values: list[int | float] = []
     for j in member_ids:
         m = members[j]
-        attrs, scalars = _split_scalars(m)
+        attrs, scalars = split_scalars(m)
         steps.append((m.op, attrs, m.dtype, tuple(slot_map[s] for s in args[j]),
                       tuple(d for _, d in scalars)))
-        scalar_values.extend(_param_value(v, d, m.op) for v, d in scalars)
+        scalar_values.extend(param_value(v, d, m.op) for v, d in scalars)
     local_out = [member_ids.index(j) for j in outputs]
     rank = len(shape)
     vector = (count >= VECTOR_MIN and count % 4 == 0 and "g" not in modes

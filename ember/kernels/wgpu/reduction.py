@@ -26,7 +26,7 @@ _I32_MAX = "2147483647"
 _I32_MIN = "(-2147483647 - 1)"
 
 # op -> (identity by kind, combine template by kind); the accumulator has the output's kind.
-_MONOIDS = {
+MONOIDS = {
     "sum": ({"f": "0.0", "i": "0"}, {"f": "({a} + {b})", "i": "({a} + {b})"}),
     "prod": ({"f": "1.0", "i": "1"}, {"f": "({a} * {b})", "i": "({a} * {b})"}),
     "max": ({"f": f"(-{_F32_MAX})", "i": _I32_MIN, "b": "false"},
@@ -85,8 +85,8 @@ def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank
         + "  let kept = pi(2u) + kept_o;",
     ]
     shared = f"var<workgroup> sh: array<{acc_type}, {_WORKGROUP}>;\n"
-    if op in _MONOIDS:
-        identity, combine = (t[k] for t in _MONOIDS[op])
+    if op in MONOIDS:
+        identity, combine = (t[k] for t in MONOIDS[op])
         body.append(_pass("acc", identity, combine, element, kept_rank, reduced_rank))
         body.append(_tree("acc", combine, "total"))
         result = "total"
