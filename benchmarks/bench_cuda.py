@@ -8,13 +8,16 @@ batch 4096, Adam); launch overhead (a 16-element op issued 2000 times).
 ember's times are wall-clock over ``repeats`` issues and one ``em.sync`` (what a
 program sees: host issue time included); CuPy's and PyTorch's likewise, ending with a
 device synchronize. Each figure is the median of 5 such runs after a warm-up.
-Run: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py`` on a machine with a GPU.
+``kernel_bandwidth`` times the generated kernel alone with CUDA events (replaying
+ember's last launch) against torch's kernels, to compare kernel bandwidth.
+Run: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py [section ...]`` on a machine with a GPU.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 
 import cupy as cp
@@ -23,6 +26,7 @@ import torch
 from cupyx.scipy import special as cp_special
 
 import ember as em
+from ember.kernels.cupy import fused as ember_fused
 from ember.nn import functional as F
 
 DEV = em.cuda(0)
@@ -120,6 +124,82 @@ def elementwise() -> None:
                               torch_sync, 10)})
 
 
+class _LastLaunch:
+    """Wraps ember's generated kernels to keep the last launch (kernel, grid, block, args),
+    so its kernel alone can be timed again with CUDA events."""
+
+    last: tuple | None = None
+
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+
+    def __call__(self, grid, block, args) -> None:
+        _LastLaunch.last = (self.kernel, grid, block, args)
+        self.kernel(grid, block, args)
+
+
+def _record_launches() -> None:
+    original = ember_fused.FusedKernels._kernel
+
+    def kernel(self, key, render):
+        compiled, source = original(self, key, render)
+        return _LastLaunch(compiled), source
+
+    ember_fused.FusedKernels._kernel = kernel
+
+
+def event_seconds(issue, repeats: int = 20) -> float:
+    """Seconds per ``issue()`` between CUDA events on the current stream (kernel time)."""
+    issue()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(repeats):
+        issue()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end) / 1e3 / repeats
+
+
+def torch_event_seconds(issue, repeats: int = 20) -> float:
+    issue()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        issue()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / repeats
+
+
+def kernel_bandwidth() -> None:
+    """Kernel time alone (CUDA events) of ember's generated kernel against torch's."""
+    rng = np.random.default_rng(1)
+    for shape in ((32, 512, 2048), (64, 1024, 4096)):
+        x_np = rng.standard_normal(shape, dtype=np.float32)
+        x_em = em.from_numpy(x_np, device=DEV)
+        x_t = torch.from_numpy(x_np).cuda()
+        cases = [
+            ("custom_gelu", lambda: x_em * 0.5 * (1.0 + (x_em / SQRT_2).erf()),
+             lambda: x_t * 0.5 * (1.0 + torch.erf(x_t / SQRT_2)), None),
+            ("softmax", lambda: F.softmax(x_em, -1), lambda: torch.softmax(x_t, -1), None),
+            ("layer_norm", lambda: F.layer_norm(x_em, shape[-1]),
+             lambda: torch.nn.functional.layer_norm(x_t, shape[-1:]), None),
+        ]
+        for name, em_fn, torch_fn, _ in cases:
+            _LastLaunch.last = None
+            y = em_fn()
+            y.numpy()
+            launch = _LastLaunch.last
+            del y
+            times = {}
+            if launch is not None:
+                kernel, grid, block, args = launch
+                times["ember kernel"] = event_seconds(lambda: kernel(grid, block, args))
+            times["torch eager"] = torch_event_seconds(torch_fn)
+            row(f"{name} {list(shape)} f32, kernels only", 2 * x_np.nbytes, times)
+        del x_em, x_t
+
+
 def matmul_sweep() -> None:
     for dtype in ("float32", "bfloat16"):
         for n in (1024, 2048, 4096, 8192):
@@ -190,7 +270,11 @@ def launch_overhead() -> None:
 
 if __name__ == "__main__":
     print(f"# {torch.cuda.get_device_name()}, CuPy {cp.__version__}, torch {torch.__version__}")
-    for section in (elementwise, matmul_sweep, launch_overhead, mlp_step):
+    _record_launches()
+    sections = {f.__name__: f for f in (kernel_bandwidth, elementwise, matmul_sweep,
+                                        launch_overhead, mlp_step)}
+    chosen = sys.argv[1:] or list(sections)
+    for section in (sections[name] for name in chosen):
         try:
             section()
         except Exception as exc:  # one failing section must not hide the others' figures

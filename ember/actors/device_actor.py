@@ -201,6 +201,8 @@ class DeviceActor:
             ops_fused=self._ops_fused,
             groups=self._groups,
             plan_cache_hits=self._planner.plan_cache_hits if self._planner is not None else 0,
+            autotune_hits=pool.get("autotune_hits", 0),
+            autotune_misses=pool.get("autotune_misses", 0),
             bytes_held=self._bytes_held,
             peak_bytes_held=self._peak_bytes_held,
             queue_depth=len(self._pending),

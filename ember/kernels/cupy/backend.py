@@ -49,7 +49,7 @@ class CupyBackend:
         self.memory: cupy.cuda.MemoryPool | None = None
         # Held for the worker's life: the allocator and stream stay current on its thread.
         self._context = contextlib.ExitStack()
-        self.fused = FusedKernels(index)
+        self.fused = FusedKernels(index, self.pool)
 
     def start_worker(self) -> None:
         """Select the device and make its stream and pool this (the worker) thread's own."""
@@ -73,7 +73,8 @@ class CupyBackend:
         return _on_device(result, msg.dtype)
 
     def fusion_planner(self) -> FusionPlanner:
-        return FusionPlanner(codegen.fusible, self.MAX_FUSED_INPUTS)
+        return FusionPlanner(codegen.fusible, self.MAX_FUSED_INPUTS, reductions=True,
+                             views=True)
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
         return self.fused.run(group, program, inputs)
@@ -115,7 +116,10 @@ class CupyBackend:
     def statistics(self) -> dict[str, int]:
         memory = self.memory
         free = memory.free_bytes() if memory is not None else 0
-        return {"buffers_pooled": 0, "bytes_pooled": free}
+        tuner = self.fused._tuner
+        return {"buffers_pooled": 0, "bytes_pooled": free,
+                "autotune_hits": tuner.hits if tuner is not None else 0,
+                "autotune_misses": tuner.misses if tuner is not None else 0}
 
 
 def _on_device(result: Any, dtype: str) -> cupy.ndarray:

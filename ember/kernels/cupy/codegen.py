@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
 from ember.kernels.numpy.table import NP
 
 # Dtypes a generated kernel reads and writes, with their storage type in C++.
@@ -72,7 +73,7 @@ _UNARY = {
     "round": "rintf({x})", "exp": "expf({x})", "log": "logf({x})", "log1p": "log1pf({x})",
     "sqrt": "sqrtf({x})", "rsqrt": "(1.0f / sqrtf({x}))", "sin": "sinf({x})",
     "cos": "cosf({x})", "tanh": "tanhf({x})", "erf": "erff({x})",
-    "reciprocal": "(1.0f / {x})",
+    "reciprocal": "(1.0f / {x})", "alias": "{x}",
     "sign": "((float)(0.0f < {x}) - (float)({x} < 0.0f))",
     "relu": "(({x} > 0.0f || {x} != {x}) ? {x} : 0.0f)",
     "sigmoid": "(1.0f / (1.0f + expf(-{x})))",
@@ -87,7 +88,12 @@ OPS = frozenset(_BINARY) | frozenset(_COMPARISON) | frozenset(_LOGICAL) | frozen
 
 
 def fusible(call: Any, dtype_of: Any) -> bool:
-    """Whether a generated kernel computes ``call`` exactly as its unfused kernel."""
+    """Whether a generated kernel computes ``call`` exactly as its unfused kernel (row
+    kernels take float reductions, and views of any stored dtype)."""
+    if call.op in REDUCTIONS:
+        return call.dtype in FLOATS and all(dtype_of(i) in FLOATS for i in call.inputs)
+    if call.op in VIEWS:
+        return call.dtype in STORAGE
     if call.op not in OPS or call.dtype not in STORAGE:
         return False
     if call.op == "round" and call.attrs:

@@ -1,5 +1,11 @@
 """Runs fused groups as generated CUDA kernels: render once per structure, compile once
-(CuPy caches the binary in memory and on disk), launch on the worker's stream."""
+(CuPy caches the binary in memory and on disk), launch on the worker's stream.
+
+A group's prologue (views of its inputs: reshape / permute / expand) is taken first,
+as CuPy views; the kernel reads those views as strided inputs. Elementwise groups run
+one thread per ``vector`` elements (codegen.py); row groups one block per row
+(rowgen.py).
+"""
 
 from __future__ import annotations
 
@@ -10,27 +16,49 @@ import cupy
 import numpy as np
 
 import ember
-from ember.kernels.cupy import codegen
+from ember.kernels.autotune import Autotuner
+from ember.kernels.cupy import codegen, rowgen
+from ember.kernels.cupy.table import KERNELS
+from ember.kernels.fusion.planner import Program
 from ember.kernels.numpy.table import NP
 
 # Threads per block and elements per thread when nothing better is known: 256 threads
 # and float4 accesses ran at the copy limit on the H200 (h200-facts).
 DEFAULT_BLOCK = 256
 VECTOR = 4
-# Blocks per SM for the grid-stride loop: enough to hide latency, few enough that
+# Blocks per SM for the grid-stride loops: enough to hide latency, few enough that
 # each thread loops several times (a guess, within noise of 4..32 on copies).
 _BLOCKS_PER_SM = 16
+# A row group whose only row is this long runs unfused: one block would do the work
+# CuPy's whole-chip reductions spread over every SM (a guess at where that wins).
+_LONGEST_SINGLE_ROW = 1 << 20
+# Below this many elements a kernel is launch-bound and every variant runs alike: no tuning.
+_TUNE_FROM = 1 << 20
+# Launches per timing in autotune, after one warm-up (CUDA events around them).
+_TIMED_RUNS = 3
+
+
+class _Part:
+    """The members of a group after its prologue, as the renderers read a group."""
+
+    __slots__ = ("members", "shape")
+
+    def __init__(self, members: tuple, shape: tuple[int, ...]) -> None:
+        self.members = members
+        self.shape = shape
 
 
 class FusedKernels:
     """The generated kernels of one device, by structure key."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, pool: Any) -> None:
         self.index = index
+        self.pool = pool
         self._kernels: dict[tuple, tuple[cupy.RawKernel, codegen.Source]] = {}
         self._sms = 0
         self.compiled = 0
         self.launched = 0
+        self._tuner: Autotuner | None = None
         self.last_error: BaseException | None = None  # a render/compile failure, for tests
 
     def run(self, group: Any, program: Any, inputs: list) -> list[tuple[int, cupy.ndarray]]:
@@ -41,6 +69,23 @@ class FusedKernels:
             raise
 
     def _run(self, group: Any, program: Any, inputs: list) -> list[tuple[int, cupy.ndarray]]:
+        members = group.members
+        p = group.prologue
+        inputs = list(inputs)
+        for j, args in program.steps[:p]:
+            inputs.append(KERNELS[members[j].op](members[j], self.pool,
+                                                 *[inputs[a] for a in args]))
+        # Taken views that must exist are the views themselves, as on the CPU.
+        views = [(members[j].out, inputs[len(group.inputs) + j])
+                 for j in range(p) if program.materialize[j]]
+        part = _Part(members[p:], group.shape)
+        rest = Program(tuple((j - p, args) for j, args in program.steps[p:]),
+                       program.materialize[p:])
+        if group.rows is None:
+            return views + self._elementwise(part, rest, inputs)
+        return views + self._rows(part, rest, inputs, group.rows)
+
+    def _elementwise(self, group: _Part, program: Program, inputs: list) -> list:
         shape = group.shape
         members = group.members
         outputs = {j: cupy.empty(shape, NP[members[j].dtype])
@@ -65,31 +110,90 @@ class FusedKernels:
             sum(abs(st) * (size - 1) for st, size in zip(per_input, sizes)) < 2**31
             for per_input in strides)
         layout = codegen.Layout(tuple(kinds), len(sizes), narrow)
-        aligned = n % VECTOR == 0 and all(
-            a.data.ptr % (VECTOR * a.itemsize) == 0
-            for a, kind in zip(inputs, kinds) if kind == "full")
-        vector = VECTOR if aligned else 1
         dtypes = [str(a.dtype) for a in inputs]
-        kernel, source = self._kernel(group, program, dtypes, layout, vector, DEFAULT_BLOCK)
         args: list = list(inputs)
-        args += [outputs[j] for j in source.outputs]
+        args += [outputs[j] for j in (j for j, keep in enumerate(program.materialize) if keep)]
         args.append(np.int64(n))
         if strided:
             args += [np.int64(s) for s in sizes]
             args += [np.int64(s) for per_input in strides for s in per_input]
         args += [codegen.scalar_value(dtype, value)
                  for dtype, value in codegen.scalar_arguments(members, program.steps)]
-        blocks = min(-(-n // (vector * DEFAULT_BLOCK)), self._max_blocks())
-        kernel((blocks,), (DEFAULT_BLOCK,), tuple(args))
-        self.launched += 1
-        return [(members[j].out, outputs[j]) for j in source.outputs]
 
-    def _kernel(self, group: Any, program: Any, dtypes: list[str], layout: codegen.Layout,
-                vector: int, block: int) -> tuple[cupy.RawKernel, codegen.Source]:
-        key = codegen.structure_key(group, program, dtypes, layout, vector, block)
+        def launch(variant: tuple[int, int, int]) -> None:
+            block, vector, per_sm = variant
+            key = codegen.structure_key(group, program, dtypes, layout, vector, block)
+            kernel, _ = self._kernel(key, lambda: codegen.render(
+                group, program, dtypes, layout, vector, block))
+            blocks = min(-(-n // (vector * block)), self._sms_count() * per_sm)
+            kernel((blocks,), (block,), tuple(args))
+
+        # (threads per block, elements per thread, blocks per SM); the default first.
+        variants = [(DEFAULT_BLOCK, VECTOR, _BLOCKS_PER_SM)]
+        if not all(n % VECTOR == 0 and a.data.ptr % (VECTOR * a.itemsize) == 0
+                   for a, kind in zip(inputs, kinds) if kind == "full"):
+            variants = [(DEFAULT_BLOCK, 1, _BLOCKS_PER_SM)]
+        elif n >= _TUNE_FROM:
+            variants += [(512, VECTOR, 8), (128, VECTOR, 32), (DEFAULT_BLOCK, VECTOR, 4)]
+            if n % (2 * VECTOR) == 0 and all(
+                    a.data.ptr % (2 * VECTOR * a.itemsize) == 0
+                    for a, kind in zip(inputs, kinds) if kind == "full"):
+                variants.append((DEFAULT_BLOCK, 2 * VECTOR, _BLOCKS_PER_SM))
+        structure = codegen.structure_key(group, program, dtypes, layout, 0, 0)
+        launch(self.tuner().pick("fused_elementwise", structure, (n,), variants, launch))
+        self.launched += 1
+        return [(members[j].out, outputs[j]) for j in outputs]
+
+    def _rows(self, group: _Part, program: Program, inputs: list, r: int) -> list:
+        shape = group.shape
+        members = group.members
+        rows, length = math.prod(shape[:r]), math.prod(shape[r:])
+        if rows == 0 or length == 0 or length >= 2**31 or (
+                rows == 1 and length > _LONGEST_SINGLE_ROW):
+            raise ValueError(f"row kernel: rows of {shape} split after dim {r} run unfused")
+        full = tuple(m.shape == shape for m in members)
+        vector = VECTOR if length % VECTOR == 0 else 1
+        aligned = [a.data.ptr % (vector * a.itemsize) == 0 for a in inputs]
+        layout, row_strides, col_sizes, col_strides = rowgen.row_layout(
+            shape, r, members, program.steps,
+            [(a.shape, a.strides, a.itemsize) for a in inputs], aligned, vector)
+        dtypes = [str(a.dtype) for a in inputs]
+        outputs = {j: cupy.empty(members[j].shape, NP[members[j].dtype])
+                   for j, keep in enumerate(program.materialize) if keep}
+        args: list = list(inputs)
+        args += list(outputs.values())
+        args += [np.int64(rows), np.int32(length)]
+        row_sizes, located = row_strides
+        args += [np.int64(s) for s in row_sizes]
+        args += [np.int64(s) for per_input in located for s in per_input]
+        if col_strides:
+            args += [np.int32(s) for s in col_sizes]
+            args += [np.int32(s) for per_input in col_strides for s in per_input]
+        args += [codegen.scalar_value(dtype, value)
+                 for dtype, value in codegen.scalar_arguments(members, program.steps)]
+
+        def launch(block: int) -> None:
+            key = rowgen.structure_key(members, program.steps, program.materialize, full,
+                                       dtypes, layout, vector, block)
+            kernel, _ = self._kernel(key, lambda: rowgen.render(
+                members, program.steps, program.materialize, full, dtypes, layout, vector,
+                block))
+            kernel((min(rows, self._sms_count() * _BLOCKS_PER_SM),), (block,), tuple(args))
+
+        default = _threads_per_row(length, vector)
+        blocks = [default]
+        if rows * length >= _TUNE_FROM:
+            blocks += [b for b in (default // 2, default // 4, default * 2) if 32 <= b <= 1024]
+        structure = rowgen.structure_key(members, program.steps, program.materialize, full,
+                                         dtypes, layout, vector, 0)
+        launch(self.tuner().pick("rows", structure, (rows, length), blocks, launch))
+        self.launched += 1
+        return [(members[j].out, array) for j, array in outputs.items()]
+
+    def _kernel(self, key: tuple, render: Any) -> tuple[cupy.RawKernel, codegen.Source]:
         found = self._kernels.get(key)
         if found is None:
-            source = codegen.render(group, program, dtypes, layout, vector, block)
+            source = render()
             code = f"// ember {ember.__version__}\n{source.code}"
             kernel = cupy.RawKernel(code, source.name, options=("--std=c++17",))
             kernel.compile()
@@ -97,7 +201,36 @@ class FusedKernels:
             self.compiled += 1
         return found
 
-    def _max_blocks(self) -> int:
+    def _sms_count(self) -> int:
         if not self._sms:
             self._sms = cupy.cuda.Device(self.index).attributes["MultiProcessorCount"]
-        return self._sms * _BLOCKS_PER_SM
+        return self._sms
+
+    def tuner(self) -> Autotuner:
+        """This device's autotuner (made on the worker thread, which owns the stream)."""
+        if self._tuner is None:
+            name = cupy.cuda.runtime.getDeviceProperties(self.index)["name"].decode()
+            scope = (f"cupy {name} driver {cupy.cuda.runtime.driverGetVersion()} "
+                     f"nvrtc {cupy.cuda.nvrtc.getVersion()} ember {ember.__version__}")
+            self._tuner = Autotuner(scope, _time_on_stream)
+        return self._tuner
+
+
+def _time_on_stream(run: Any) -> float:
+    """Seconds per ``run()`` on the current stream, after a warm-up (compiles there)."""
+    stream = cupy.cuda.get_current_stream()
+    run()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(stream)
+    for _ in range(_TIMED_RUNS):
+        run()
+    end.record(stream)
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / 1e3 / _TIMED_RUNS
+
+
+def _threads_per_row(length: int, vector: int) -> int:
+    """One vector per thread up to 1024 threads (the one-pass softmax that ran at 3.3 TB/s
+    on the H200 used 1024 threads per row), at least a warp."""
+    needed = -(-length // vector)
+    return min(1024, max(32, 1 << (needed - 1).bit_length()))
