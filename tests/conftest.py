@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ember as em
+from ember.errors import DTypeError, KernelError
 
 # Later backends join here: cuda:0 / wgpu:0 when em.available() lists them.
 DEVICES = ["cpu:0", "cpu:1"] + [str(d) for d in em.available("cuda")[:1] + em.available("wgpu")[:1]]
@@ -13,3 +14,28 @@ DEVICES = ["cpu:0", "cpu:1"] + [str(d) for d in em.available("cuda")[:1] + em.av
 @pytest.fixture(params=DEVICES)
 def device(request) -> em.Device:
     return em.device(request.param)
+
+
+def _refused_dtype(error: BaseException) -> DTypeError | None:
+    """The device's refusal of a dtype it cannot hold (WGSL has no float64, bfloat16 or
+    int64 past int32), whether raised directly or as the cause of a failed read."""
+    cause = error.__cause__ if isinstance(error, KernelError) else error
+    if isinstance(cause, DTypeError) and ("is not supported on" in str(cause)
+                                          or "do not fit" in str(cause)
+                                          or "does not fit" in str(cause)):
+        return cause
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A device-parametrized test that fails only because its device refuses a dtype is
+    reported as skipped, with the refusal as the reason (never silently)."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or call.excinfo is None or "device" not in item.fixturenames:
+        return
+    refusal = _refused_dtype(call.excinfo.value)
+    if refusal is not None:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {refusal}")
