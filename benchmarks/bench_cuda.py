@@ -196,7 +196,8 @@ def kernel_bandwidth() -> None:
                 kernel, grid, block, args = launch
                 times["ember kernel"] = event_seconds(lambda: kernel(grid, block, args))
             times["torch eager"] = torch_event_seconds(torch_fn)
-            row(f"{name} {list(shape)} f32, kernels only", 2 * x_np.nbytes, times)
+            chosen = f" (grid {launch[1][0]}, block {launch[2][0]})" if launch else ""
+            row(f"{name} {list(shape)} f32, kernels only{chosen}", 2 * x_np.nbytes, times)
         del x_em, x_t
 
 

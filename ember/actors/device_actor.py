@@ -169,6 +169,11 @@ class DeviceActor:
         """A waiter that resolves to the tensor's data as a read-only host array."""
         return self._request(lambda ticket: Fetch(tensor_id, ticket))
 
+    def export(self, tensor_id: int) -> Waiter:
+        """A waiter that resolves to the tensor's buffer as the backend hands it to another
+        device (a GPU array once its stream has written it): DLPack's zero-copy export."""
+        return self._request(lambda ticket: Send(tensor_id, ticket))
+
     def check(self, tensor_id: int) -> Waiter:
         """A waiter that resolves once the tensor is computed (raising if it failed)."""
         return self._request(lambda ticket: Check(tensor_id, ticket))

@@ -14,7 +14,7 @@ from ember.autodiff.rules import differentiable
 from ember.device import Device
 from ember.errors import DeviceError, DTypeError
 from ember.ops._core import call, make, next_id, resolve_device, user_site
-from ember.tensor import Tensor
+from ember.tensor import Tensor, _refuse_inside_trio
 
 _DEVICE_KINDS = ("cpu", "cuda", "wgpu")
 
@@ -173,6 +173,16 @@ def dlpack(x: Tensor, *, stream: Any = None, max_version: tuple[int, int] | None
     ember tensor, which ember treats as immutable). Legacy consumers, which
     cannot be told the memory is read-only, get a private copy.
     """
+    where = _device_dlpack(x.device)
+    if where is not None and (dl_device is None or tuple(dl_device) == where):
+        # The device's own memory, zero copy: the worker hands over the buffer once its
+        # stream has written it, so any consumer stream may read it at once.
+        _refuse_inside_trio("__dlpack__")
+        actor = x.device.actor
+        array = actor.wait(actor.export(x._id))
+        options = {k: v for k, v in (("max_version", max_version), ("copy", copy))
+                   if v is not None}
+        return array.__dlpack__(stream=stream, **options)
     if stream is not None:
         raise BufferError("__dlpack__: ember exports host memory; stream must be None")
     if dl_device is not None and tuple(dl_device) != (_KDL_CPU, 0):
@@ -200,8 +210,38 @@ def dlpack(x: Tensor, *, stream: Any = None, max_version: tuple[int, int] | None
 
 
 def dlpack_device(x: Tensor) -> tuple[int, int]:
-    """``(kDLCPU, 0)``: ember exports host memory (a device's data is read back first)."""
-    return (_KDL_CPU, 0)
+    """Where ``x``'s DLPack export lives: the device's memory where its backend exports
+    it (CUDA), else ``(kDLCPU, 0)`` (a device's data is read back first)."""
+    return _device_dlpack(x.device) or (_KDL_CPU, 0)
+
+
+def _device_dlpack(device: Device) -> tuple[int, int] | None:
+    """The DLPack device of ``device``'s own memory, if its backend exports it."""
+    if device.kind == "cpu":
+        return None
+    where = getattr(device.actor.backend, "dlpack_device", None)
+    return where() if where is not None else None
+
+
+def _device_import(obj: Any, source: tuple[int, int], device: Any) -> Tensor | None:
+    """``obj``'s memory on the ember device DLPack names ``source``, zero copy (then moved
+    to ``device`` if another); None where no ember backend takes that memory."""
+    from ember.device import available
+
+    for candidate in available("cuda"):
+        backend = candidate.actor.backend
+        where = getattr(backend, "dlpack_device", None)
+        if where is None or where() != source:
+            continue
+        array = backend.from_dlpack(obj)
+        target = _dtype.from_numpy_dtype(array.dtype, "from_dlpack")
+        if array.dtype != target.np:
+            array = array.astype(target.np)
+        from ember.ops.creation import upload
+
+        tensor = upload(array, target, candidate)
+        return tensor if device is None else tensor.to(resolve_device(device))
+    return None
 
 
 class _Capsule:
@@ -220,7 +260,12 @@ class _Capsule:
 
 
 def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
-    """A tensor from a DLPack producer (a NumPy array, a CPU torch tensor, an ember tensor).
+    """A tensor from a DLPack producer (a NumPy array, a torch tensor, a CuPy array, an
+    ember tensor).
+
+    GPU memory stays where it is (zero copy) on the ember device of that GPU, then
+    moves to ``device`` if another is named; the producer's pending writes are waited
+    for (DLPack's stream hand-off).
 
     The memory is shared where the dtype is an ember dtype (zero copy; the
     producer must not change it afterwards, since ember tensors are
@@ -229,7 +274,8 @@ def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
 
     Raises:
         TypeError: ``obj`` does not implement ``__dlpack__``.
-        DeviceError: the producer's memory is not host memory.
+        DeviceError: the producer's memory is neither host memory nor on a GPU ember
+            has a device for.
         DTypeError: a dtype ember has no equivalent for (uint64, complex ...).
     """
     if isinstance(obj, Tensor):
@@ -239,6 +285,9 @@ def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
                         f"array, a torch tensor ...), got {type(obj).__name__}")
     source = tuple(obj.__dlpack_device__())
     if source[0] != _KDL_CPU:
+        imported = _device_import(obj, source, device)
+        if imported is not None:
+            return imported
         raise DeviceError(f"from_dlpack: the producer's memory is on DLPack device {source}, "
                           f"not the host; help: move it to the CPU first (torch: t.cpu())")
     try:

@@ -25,6 +25,8 @@ from ember.kernels.numpy.table import NP, register_array_type
 
 register_array_type(cupy.ndarray, cupy, cupy.asnumpy)
 
+_KDL_CUDA = 2  # DLPack's device type of CUDA memory
+
 
 class CupyPool:
     """Hands kernels new device arrays; the device's CuPy memory pool recycles the memory."""
@@ -103,6 +105,20 @@ class CupyBackend:
             self.stream.synchronize()
             return copy
         return cupy.asarray(exported)
+
+    def dlpack_device(self) -> tuple[int, int]:
+        """Where this device's arrays live for DLPack: (kDLCUDA, index)."""
+        return (_KDL_CUDA, self.index)
+
+    def from_dlpack(self, producer: Any) -> cupy.ndarray:
+        """Runs on the caller's thread: ``producer``'s memory (on this GPU) as a CuPy array,
+        zero copy. The producer makes the caller's current stream wait for its writes
+        (DLPack's stream argument); waiting for that stream here means the worker's
+        stream, which does not order against it, reads finished data."""
+        with cupy.cuda.Device(self.index):
+            array = cupy.from_dlpack(producer)
+            cupy.cuda.get_current_stream().synchronize()
+        return array
 
     @staticmethod
     def release(value: cupy.ndarray) -> int:
