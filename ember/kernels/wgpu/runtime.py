@@ -10,7 +10,9 @@ Ordering: dispatches are recorded into one command encoder, one compute pass
 each, and submitted every ``_SUBMIT_EVERY`` dispatches or before anything
 that acts on the queue directly (an upload's ``write_buffer``, a read). A
 pooled buffer can thus be reused by a later dispatch while earlier ones still
-read it: the queue runs them in order.
+read it: the queue runs them in order. Each dispatch's params are a slice of
+one uniform ring buffer, written for the whole encoder by one ``write_buffer``
+just before its submit.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ PROBE_TIMEOUT_S = float(os.environ.get("EMBER_WGPU_PROBE_TIMEOUT", "30"))
 # Dispatches recorded before a submit: bounds the commands a read may wait behind (a guess).
 _SUBMIT_EVERY = 64
 _MAX_GROUPS = 65535  # WebGPU's guaranteed workgroups per dimension
+# The uniform ring for dispatch params: a submit's worth of slices at most (64 dispatches
+# of at most a few KiB each) fits many times over.
+_RING_BYTES = 4 << 20
 _INT32 = np.iinfo(np.int32)
 
 _adapters: list | None = None
@@ -102,6 +107,13 @@ class Runtime:
         self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._encoder: Any = None
         self._recorded = 0
+        # Params of the recorded dispatches, written to the ring in one write_buffer at
+        # submit; each dispatch binds its own aligned slice.
+        self._align = self.limits["min-uniform-buffer-offset-alignment"]
+        self._ring = self.device.create_buffer(
+            size=_RING_BYTES, usage=usage.UNIFORM | usage.COPY_DST)
+        self._ring_start = 0
+        self._pending_params = bytearray()
         self.dispatches = 0
         self.compiles = 0
         self.compile_seconds = 0.0
@@ -225,13 +237,19 @@ class Runtime:
             return
         pipeline = self.pipeline(source, len(writes), len(reads))
         group_layout, _ = self._layout(len(writes), len(reads))
-        uniform = self.device.create_buffer_with_data(
-            data=pack_params(params), usage=self._wgpu.BufferUsage.UNIFORM)
+        data = pack_params(params)
+        slot = -(-len(data) // self._align) * self._align
+        if self._ring_start + len(self._pending_params) + slot > _RING_BYTES:
+            self.flush()
+            self._ring_start = 0  # every earlier slice was submitted before this write
+        offset = self._ring_start + len(self._pending_params)
+        self._pending_params += data + bytes(slot - len(data))
         entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": 0,
                                                "size": a.allocation.size}}
                    for i, a in enumerate((*writes, *reads))]
-        entries.append({"binding": len(entries), "resource": {"buffer": uniform, "offset": 0,
-                                                              "size": uniform.size}})
+        entries.append({"binding": len(entries), "resource": {"buffer": self._ring,
+                                                              "offset": offset,
+                                                              "size": len(data)}})
         bind_group = self.device.create_bind_group(layout=group_layout, entries=entries)
         if self._encoder is None:
             self._encoder = self.device.create_command_encoder()
@@ -250,6 +268,12 @@ class Runtime:
         if self._encoder is not None:
             encoder, self._encoder = self._encoder, None
             self._recorded = 0
+            if self._pending_params:
+                # Queue order: this write lands after every earlier submit has read its
+                # slices, and before this encoder runs.
+                self.queue.write_buffer(self._ring, self._ring_start, self._pending_params)
+                self._ring_start += len(self._pending_params)
+                self._pending_params = bytearray()
             self.queue.submit([encoder.finish()])
 
     def finish(self) -> None:
