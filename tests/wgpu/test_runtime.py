@@ -221,3 +221,15 @@ def test_row_groups_with_kept_intermediates_and_row_inputs() -> None:
         -1, keepdims=True)]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, dims", [((300_000,), (0,)), ((3, 70_000), (1,)),
+                                         ((70_000, 3), (0,))])
+def test_reductions_to_few_outputs_split_across_workgroups(shape, dims) -> None:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    t = em.tensor(x, device=WGPU[0])
+    for name in ("sum", "mean", "max", "min"):
+        np.testing.assert_allclose(getattr(t, name)(dim=dims).numpy(),
+                                   getattr(x, name)(axis=dims), rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(em.tensor(x > 3.5, device=WGPU[0]).any(dim=dims).numpy(),
+                                  (x > 3.5).any(axis=dims))

@@ -59,42 +59,57 @@ def _tree(value: str, combine: str, result: str, shared: str = "sh") -> str:
 
 
 def _pass(acc: str, identity: str, combine: str, element: str, kept_rank: int,
-          reduced_rank: int) -> str:
-    """One strided walk over the reduced elements, folding ``element`` (of ``x``) into ``acc``."""
+          reduced_rank: int, split: bool = False) -> str:
+    """One strided walk over the reduced elements, folding ``element`` (of ``x``) into ``acc``.
+
+    ``split``: the workgroup walks only its part of them (``part`` of ``splits``)."""
     base = 3 + 2 * kept_rank
+    start, step = (f"part * {_WORKGROUP}u + lid", f"splits * {_WORKGROUP}u") if split else (
+        "lid", f"{_WORKGROUP}u")
     return (f"  var {acc} = {identity};\n"
-            f"  for (var j = lid; j < pu(1u); j = j + {_WORKGROUP}u) {{\n"
+            f"  for (var j = {start}; j < pu(1u); j = j + {step}) {{\n"
             + _offset_code("r", "j", base, reduced_rank)
             + f"    let x = {element.format(index='kept + r')};\n"
             f"    {acc} = {combine.format(a=acc, b='x')};\n  }}\n")
 
 
-def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank: int) -> str:
+def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank: int,
+            split: bool) -> str:
     """Params: n_out, n_reduced, offset, (size, stride) per kept dim, then per reduced dim,
-    then op extras (count as f32; var/std: count - correction as f32)."""
+    then op extras (count as f32; var/std: count - correction as f32), then the number
+    of splits.
+
+    ``split`` (monoids and mean): workgroup ``w`` folds part ``w % splits`` of output
+    ``w / splits`` and stores the raw partial at ``w``, in the accumulator's dtype
+    (``out_dtype``); a second reduction combines the partials.
+    """
     acc_dtype = "bool" if op in ("any", "all") else out_dtype
     k = codegen.kind(acc_dtype)
     acc_type = codegen.REGISTER[k]
     raw = codegen.load("in0", "{index}", in_dtype)
     element = codegen.convert(raw, in_dtype, acc_dtype if k != "f" else "float32")
     extra = 3 + 2 * (kept_rank + reduced_rank)
-    body = [
-        f"  let o: u32 = {codegen.LINEAR_INDEX.format(size=1).replace('gid', 'wid')};",
-        "  if (o >= pu(0u)) { return; }",
+    index = f"{codegen.LINEAR_INDEX.format(size=1).replace('gid', 'wid')}"
+    body = [f"  let w: u32 = {index};", "  if (w >= pu(0u)) { return; }"]
+    if split:
+        body.append(f"  let splits = pu({extra + 2}u); let o = w / splits; let part = w % splits;")
+    else:
+        body.append("  let o = w;")
+    body += [
         _offset_code("kept_o", "o", 3, kept_rank).replace("    ", "  ")
         + "  let kept = pi(2u) + kept_o;",
     ]
     shared = f"var<workgroup> sh: array<{acc_type}, {_WORKGROUP}>;\n"
     if op in MONOIDS:
         identity, combine = (t[k] for t in MONOIDS[op])
-        body.append(_pass("acc", identity, combine, element, kept_rank, reduced_rank))
+        body.append(_pass("acc", identity, combine, element, kept_rank, reduced_rank, split))
         body.append(_tree("acc", combine, "total"))
         result = "total"
     elif op == "mean":
         combine = "({a} + {b})"
-        body.append(_pass("acc", "0.0", combine, element, kept_rank, reduced_rank))
+        body.append(_pass("acc", "0.0", combine, element, kept_rank, reduced_rank, split))
         body.append(_tree("acc", combine, "total"))
-        result = f"total / pf({extra}u)"
+        result = "total" if split else f"total / pf({extra}u)"
     elif op in ("var", "std"):
         combine = "({a} + {b})"
         body.append(_pass("acc", "0.0", combine, element, kept_rank, reduced_rank))
@@ -120,15 +135,22 @@ def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank
         raise NotImplementedError(f"{op}: no wgpu reduction")
     if codegen.kind(out_dtype) == "f" and out_dtype == "float16":
         result = f"f32(f16({result}))"
-    body.append(f"  if (lid == 0u) {{ out0[o] = {codegen.store(f'({result})', out_dtype)}; }}")
+    body.append(f"  if (lid == 0u) {{ out0[w] = {codegen.store(f'({result})', out_dtype)}; }}")
     main = "\n".join(body)
     return (codegen.header([in_dtype, out_dtype])
-            + codegen.bindings([out_dtype], [in_dtype], extra + 2)
+            + codegen.bindings([out_dtype], [in_dtype], extra + 3)
             + shared + helpers_for(main)
             + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
 
 
 _sources: dict[tuple, str] = {}
+_SPLITTABLE = frozenset(MONOIDS) | {"mean"}
+# A reduction to at most this many outputs, each of more than 4 x _SPLIT_ELEMENTS
+# elements, runs as partial sums of _SPLIT_ELEMENTS elements per workgroup plus a
+# second reduction (guesses: enough workgroups to fill a GPU, few enough partials).
+_SPLIT_MAX_OUTPUTS = 256
+_SPLIT_ELEMENTS = 4096
+_MAX_SPLITS = 1024
 
 
 def _source(key: tuple) -> str:
@@ -152,16 +174,31 @@ def reduce(rt: Any, op: str, x: WgpuArray, dims: tuple[int, ...], out_shape: tup
     check_dtype(x.dtype, op, rt.name, rt.has_f16)
     check_dtype(out_dtype, op, rt.name, rt.has_f16)
     kept, reduced, n_out, n_reduced = _layout(x, dims)
+    splits = min(_MAX_SPLITS, -(-n_reduced // _SPLIT_ELEMENTS))
+    if op in _SPLITTABLE and n_out <= _SPLIT_MAX_OUTPUTS and splits >= 4:
+        # Few outputs of many elements: one workgroup each would leave the GPU idle.
+        acc = "bool" if op in ("any", "all") else (
+            "float32" if codegen.kind(out_dtype) == "f" else out_dtype)
+        partials = rt.empty((n_out, splits), acc)
+        _dispatch(rt, op, x, kept, reduced, n_out * splits, n_reduced, partials, extras, splits)
+        return reduce(rt, op, partials, (1,), out_shape, out_dtype, extras)
     out = rt.empty(out_shape, out_dtype)
     if n_out == 0:
         return out
-    params: list[int | float] = [n_out, n_reduced, x.offset]
+    _dispatch(rt, op, x, kept, reduced, n_out, n_reduced, out, extras, 0)
+    return out
+
+
+def _dispatch(rt: Any, op: str, x: WgpuArray, kept: list[int], reduced: list[int],
+              groups: int, n_reduced: int, out: WgpuArray, extras: tuple[float, ...],
+              splits: int) -> None:
+    params: list[int | float] = [groups, n_reduced, x.offset]
     for d in kept + reduced:
         params.extend((x.shape[d], x.strides[d]))
     params.extend((*extras, 0.0, 0.0)[:2])  # the shader declares two extras always
-    source = _source((op, x.dtype, out_dtype, len(kept), len(reduced)))
-    rt.dispatch(source, [out], [x], params, rt.groups(n_out, 1))
-    return out
+    params.append(splits)
+    source = _source((op, x.dtype, out.dtype, len(kept), len(reduced), splits > 0))
+    rt.dispatch(source, [out], [x], params, rt.groups(groups, 1))
 
 
 @kernel("sum", "prod", "max", "min", "any", "all")
