@@ -233,3 +233,37 @@ def test_reductions_to_few_outputs_split_across_workgroups(shape, dims) -> None:
                                    getattr(x, name)(axis=dims), rtol=1e-4, atol=1e-3)
     np.testing.assert_array_equal(em.tensor(x > 3.5, device=WGPU[0]).any(dim=dims).numpy(),
                                   (x > 3.5).any(axis=dims))
+
+
+class _FailingQueue:
+    """Wraps the device queue; its next submit raises, as a late validation error would."""
+
+    def __init__(self, queue) -> None:
+        self.queue = queue
+        self.armed = True
+
+    def submit(self, buffers) -> None:
+        if self.armed:
+            self.armed = False
+            raise RuntimeError("injected submit failure")
+        self.queue.submit(buffers)
+
+    def __getattr__(self, name: str):
+        return getattr(self.queue, name)
+
+
+def test_a_failed_submit_fails_what_it_would_have_written() -> None:
+    rt = _backend().rt
+    x = em.tensor(_floats(8), device=WGPU[0])
+    em.sync()
+    real = rt.queue
+    rt.queue = _FailingQueue(real)
+    try:
+        lost = x.exp()
+        with pytest.raises(KernelError, match="injected submit failure"):
+            lost.numpy()
+        with pytest.raises(KernelError, match="failed when its commands were submitted"):
+            (lost + 1).numpy()
+    finally:
+        rt.queue = real
+    np.testing.assert_allclose((x * 2).numpy(), x.numpy() * 2)

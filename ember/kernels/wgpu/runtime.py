@@ -114,6 +114,7 @@ class Runtime:
             size=_RING_BYTES, usage=usage.UNIFORM | usage.COPY_DST)
         self._ring_start = 0
         self._pending_params = bytearray()
+        self._pending_writes: list[Allocation] = []
         self.dispatches = 0
         self.compiles = 0
         self.compile_seconds = 0.0
@@ -166,6 +167,7 @@ class Runtime:
         kernel) when ``array`` itself is a strided view.
         """
         source = array if contiguous is None else contiguous
+        _check_intact(array)
         storage = STORAGE[array.dtype]
         host_dtype = np.dtype(np.bool_) if array.dtype == "bool" else np.dtype(array.dtype)
         count = array.size
@@ -235,6 +237,8 @@ class Runtime:
         """Record one dispatch of ``source``'s ``main`` (binding order: see table.py)."""
         if groups[0] == 0 or groups[1] == 0 or groups[2] == 0:
             return
+        for array in reads:
+            _check_intact(array)
         pipeline = self.pipeline(source, len(writes), len(reads))
         group_layout, _ = self._layout(len(writes), len(reads))
         data = pack_params(params)
@@ -258,6 +262,7 @@ class Runtime:
         compute.set_bind_group(0, bind_group)
         compute.dispatch_workgroups(*groups)
         compute.end()
+        self._pending_writes.extend(a.allocation for a in writes)
         self.dispatches += 1
         self._recorded += 1
         if self._recorded >= _SUBMIT_EVERY:
@@ -267,14 +272,21 @@ class Runtime:
         """Submit the recorded dispatches."""
         if self._encoder is not None:
             encoder, self._encoder = self._encoder, None
+            written, self._pending_writes = self._pending_writes, []
             self._recorded = 0
-            if self._pending_params:
-                # Queue order: this write lands after every earlier submit has read its
-                # slices, and before this encoder runs.
-                self.queue.write_buffer(self._ring, self._ring_start, self._pending_params)
-                self._ring_start += len(self._pending_params)
+            try:
+                if self._pending_params:
+                    # Queue order: this write lands after every earlier submit has read
+                    # its slices, and before this encoder runs.
+                    self.queue.write_buffer(self._ring, self._ring_start, self._pending_params)
+                    self._ring_start += len(self._pending_params)
+                    self._pending_params = bytearray()
+                self.queue.submit([encoder.finish()])
+            except Exception as exc:  # late validation: whatever this submit wrote is lost
                 self._pending_params = bytearray()
-            self.queue.submit([encoder.finish()])
+                for allocation in written:
+                    allocation.failure = exc
+                raise
 
     def finish(self) -> None:
         """Submit and wait until the device is idle (benchmarks; reads wait by themselves)."""
@@ -289,6 +301,13 @@ class Runtime:
         stats.update(dispatches=self.dispatches, pipelines_compiled=self.compiles,
                      pipeline_cache_hits=self.pipeline_hits)
         return stats
+
+
+def _check_intact(array: WgpuArray) -> None:
+    failure = array.allocation.failure
+    if failure is not None:
+        raise RuntimeError(f"the kernel that wrote this {array.dtype}{list(array.shape)} "
+                           f"array failed when its commands were submitted") from failure
 
 
 def pack_params(params: Sequence[int | float]) -> bytes:

@@ -111,14 +111,19 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class Allocation:
-    """One pooled device buffer; it goes back to the pool when no array views it."""
+    """One pooled device buffer; it goes back to the pool when no array views it.
 
-    __slots__ = ("buffer", "size", "pool")
+    ``failure``: set when a submit that was to write this buffer failed, so that
+    reading it (or computing from it) raises that error instead of giving garbage.
+    """
+
+    __slots__ = ("buffer", "size", "pool", "failure")
 
     def __init__(self, buffer: Any, size: int, pool: Any) -> None:
         self.buffer = buffer
         self.size = size
         self.pool = pool
+        self.failure: BaseException | None = None
 
     def __del__(self) -> None:
         pool = self.pool
