@@ -267,3 +267,18 @@ def test_a_failed_submit_fails_what_it_would_have_written() -> None:
     finally:
         rt.queue = real
     np.testing.assert_allclose((x * 2).numpy(), x.numpy() * 2)
+
+
+def test_buffers_destroyed_past_the_pool_capacity_never_break_cached_bind_groups() -> None:
+    rt = _backend().rt
+    capacity, rt.pool.capacity = rt.pool.capacity, 0  # every dropped buffer is destroyed
+    try:
+        x = _floats(5000)
+        for step in range(6):
+            # Temporaries die while their dispatches are recorded but not yet submitted.
+            t = em.tensor(x, device=WGPU[0])
+            got = ((t * step + 1).exp() * 0.5).sum().numpy()
+            want = (np.exp(x * np.float32(step) + 1) * np.float32(0.5)).sum()
+            np.testing.assert_allclose(got, want, rtol=1e-4)
+    finally:
+        rt.pool.capacity = capacity

@@ -30,8 +30,9 @@ def size_class(nbytes: int) -> int:
 class BufferPool:
     """Free buffers by size class; thread-safe (arrays may die on any thread)."""
 
-    def __init__(self, create: Any, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, create: Any, destroy: Any, capacity: int = DEFAULT_CAPACITY) -> None:
         self._create = create
+        self._destroy = destroy
         self.capacity = capacity
         self._free: dict[int, list[Any]] = {}
         self._bytes = 0
@@ -60,7 +61,7 @@ class BufferPool:
                 self._bytes += size
                 self._count += 1
                 return
-        buffer.destroy()
+        self._destroy(buffer)
 
     def clear(self) -> None:
         with self._lock:
@@ -68,7 +69,7 @@ class BufferPool:
             self._bytes = self._count = 0
         for stack in stacks.values():
             for buffer in stack:
-                buffer.destroy()
+                self._destroy(buffer)
 
     def statistics(self) -> dict[str, int]:
         return {"buffers_pooled": self._count, "bytes_pooled": self._bytes}

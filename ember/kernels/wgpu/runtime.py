@@ -11,8 +11,9 @@ each, and submitted every ``_SUBMIT_EVERY`` dispatches or before anything
 that acts on the queue directly (an upload's ``write_buffer``, a read). A
 pooled buffer can thus be reused by a later dispatch while earlier ones still
 read it: the queue runs them in order. Each dispatch's params are a slice of
-one uniform ring buffer, written for the whole encoder by one ``write_buffer``
-just before its submit.
+one uniform ring buffer (bound at a dynamic offset), written for the whole
+encoder by one ``write_buffer`` just before its submit; bind groups are cached
+by their buffers, so a steady loop creates none.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ _MAX_GROUPS = 65535  # WebGPU's guaranteed workgroups per dimension
 # The uniform ring for dispatch params: a submit's worth of slices at most (64 dispatches
 # of at most a few KiB each) fits many times over.
 _RING_BYTES = 4 << 20
+# Params one dispatch may bind: 1024 words, past what the renderers need at rank 8 with
+# the adapter's full storage buffers.
+_PARAMS_BYTES = 4096
+# Bind groups cached per device (a guess: a large model's step uses a few thousand).
+_MAX_BIND_GROUPS = 4096
 _INT32 = np.iinfo(np.int32)
 
 _adapters: list | None = None
@@ -102,7 +108,10 @@ class Runtime:
                                      self.limits["max-buffer-size"])
         usage = wgpu.BufferUsage
         self._usage = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
-        self.pool = BufferPool(self._create_buffer)
+        self.pool = BufferPool(self._create_buffer, self._destroy_buffer)
+        self._bind_groups: dict[tuple, Any] = {}
+        self._doomed: list[Any] = []
+        self._keys_of_buffer: dict[int, list[tuple]] = {}
         self._pipelines: dict[str, Any] = {}
         self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._encoder: Any = None
@@ -208,7 +217,8 @@ class Runtime:
                      "buffer": {"type": wgpu.BufferBindingType.read_only_storage}}
                     for i in range(n_reads)]
         entries.append({"binding": n_writes + n_reads, "visibility": stage,
-                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
+                        "buffer": {"type": wgpu.BufferBindingType.uniform,
+                                   "has_dynamic_offset": True}})
         group_layout = self.device.create_bind_group_layout(entries=entries)
         pipeline_layout = self.device.create_pipeline_layout(bind_group_layouts=[group_layout])
         found = self._layouts[(n_writes, n_reads)] = (group_layout, pipeline_layout)
@@ -242,24 +252,21 @@ class Runtime:
         pipeline = self.pipeline(source, len(writes), len(reads))
         group_layout, _ = self._layout(len(writes), len(reads))
         data = pack_params(params)
-        slot = -(-len(data) // self._align) * self._align
-        if self._ring_start + len(self._pending_params) + slot > _RING_BYTES:
+        if len(data) > _PARAMS_BYTES:
+            raise ValueError(f"{self.name}: {len(data)} bytes of params, over the "
+                             f"{_PARAMS_BYTES} one dispatch may bind")
+        if self._ring_start + len(self._pending_params) + _PARAMS_BYTES > _RING_BYTES:
             self.flush()
             self._ring_start = 0  # every earlier slice was submitted before this write
         offset = self._ring_start + len(self._pending_params)
+        slot = -(-len(data) // self._align) * self._align
         self._pending_params += data + bytes(slot - len(data))
-        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": 0,
-                                               "size": a.allocation.size}}
-                   for i, a in enumerate((*writes, *reads))]
-        entries.append({"binding": len(entries), "resource": {"buffer": self._ring,
-                                                              "offset": offset,
-                                                              "size": len(data)}})
-        bind_group = self.device.create_bind_group(layout=group_layout, entries=entries)
+        bind_group = self._bind_group(group_layout, writes, reads)
         if self._encoder is None:
             self._encoder = self.device.create_command_encoder()
         compute = self._encoder.begin_compute_pass()
         compute.set_pipeline(pipeline)
-        compute.set_bind_group(0, bind_group)
+        compute.set_bind_group(0, bind_group, [offset])
         compute.dispatch_workgroups(*groups)
         compute.end()
         self._pending_writes.extend(a.allocation for a in writes)
@@ -267,6 +274,40 @@ class Runtime:
         self._recorded += 1
         if self._recorded >= _SUBMIT_EVERY:
             self.flush()
+
+    def _bind_group(self, layout: Any, writes: Sequence[WgpuArray],
+                    reads: Sequence[WgpuArray]) -> Any:
+        """The bind group of these buffers (params come in by dynamic offset), cached:
+        a training step asks for the same pooled buffers in the same order every time."""
+        arrays = (*writes, *reads)
+        key = (len(writes), *(id(a.allocation.buffer) for a in arrays))
+        found = self._bind_groups.get(key)
+        if found is not None:
+            return found
+        entries = [{"binding": i, "resource": {"buffer": a.buffer, "offset": 0,
+                                               "size": a.allocation.size}}
+                   for i, a in enumerate(arrays)]
+        entries.append({"binding": len(entries), "resource": {"buffer": self._ring, "offset": 0,
+                                                              "size": _PARAMS_BYTES}})
+        found = self.device.create_bind_group(layout=layout, entries=entries)
+        if len(self._bind_groups) >= _MAX_BIND_GROUPS:
+            del self._bind_groups[next(iter(self._bind_groups))]  # the oldest
+        self._bind_groups[key] = found
+        for a in arrays:
+            self._keys_of_buffer.setdefault(id(a.allocation.buffer), []).append(key)
+        return found
+
+    def _destroy_buffer(self, buffer: Any) -> None:
+        """Destroy a buffer the pool lets go, with the bind groups that name it (its id
+        may be reused by a new buffer). A recorded dispatch may still read it, so with
+        an encoder pending it is destroyed after the submit (WebGPU lets submitted
+        work finish first)."""
+        for key in self._keys_of_buffer.pop(id(buffer), ()):
+            self._bind_groups.pop(key, None)
+        if self._encoder is None:
+            buffer.destroy()
+        else:
+            self._doomed.append(buffer)
 
     def flush(self) -> None:
         """Submit the recorded dispatches."""
@@ -287,6 +328,10 @@ class Runtime:
                 for allocation in written:
                     allocation.failure = exc
                 raise
+            finally:
+                doomed, self._doomed = self._doomed, []
+                for buffer in doomed:
+                    buffer.destroy()
 
     def finish(self) -> None:
         """Submit and wait until the device is idle (benchmarks; reads wait by themselves)."""
