@@ -32,12 +32,12 @@ _BLOCKS_PER_SM = 16
 # A row group whose only row is this long runs unfused: one block would do the work
 # CuPy's whole-chip reductions spread over every SM (a guess at where that wins).
 _LONGEST_SINGLE_ROW = 1 << 20
-# Reductions one row kernel takes at most: each is a pass over the row by one block, so a
-# group the planner chained from independent steps (say (x + 1).sum() issued in a loop)
-# would serialize them all in a block per row and compile a huge kernel; such a group
-# runs unfused. Softmax, layer_norm and their backward passes need 2-3 (a guess at the
-# cut-off).
-_MAX_REDUCTIONS = 4
+# Reductions a single-row kernel takes at most: the planner chains independent whole-tensor
+# steps (say (x + 1).sum() issued in a loop) into one group of one row, which one block
+# would run serially, compiling a new huge kernel whenever the batch cuts the chain
+# elsewhere (the H200's launch figure went from 108 to 299 us). Such a group runs
+# unfused. Groups of many rows keep any number: independent softmaxes share phases.
+_MAX_SINGLE_ROW_REDUCTIONS = 4
 # Below this many elements a kernel is launch-bound and every variant runs alike: no tuning.
 _TUNE_FROM = 1 << 20
 # Launches per timing in autotune, after one warm-up (CUDA events around them).
@@ -158,9 +158,9 @@ class FusedKernels:
                 rows == 1 and length > _LONGEST_SINGLE_ROW):
             raise ValueError(f"row kernel: rows of {shape} split after dim {r} run unfused")
         reductions = sum(1 for m in members if m.op in rowgen.REDUCTIONS)
-        if reductions > _MAX_REDUCTIONS:
-            raise ValueError(f"row kernel: {reductions} reductions in one group over {shape} "
-                             f"(at most {_MAX_REDUCTIONS}) run unfused")
+        if rows == 1 and reductions > _MAX_SINGLE_ROW_REDUCTIONS:
+            raise ValueError(f"row kernel: {reductions} reductions in one group of one row "
+                             f"{shape} (at most {_MAX_SINGLE_ROW_REDUCTIONS}) run unfused")
         full = tuple(m.shape == shape for m in members)
         vector = VECTOR if length % VECTOR == 0 else 1
         aligned = [a.data.ptr % (vector * a.itemsize) == 0 for a in inputs]
