@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ember.kernels.fusion.planner import REDUCTIONS, FusionPlanner
-from ember.kernels.wgpu import elementwise, rows
+from ember.kernels.wgpu import elementwise, rows, strided
 from ember.kernels.wgpu.rows import ROW_REDUCTIONS
 from ember.kernels.wgpu.runtime import Runtime, adapters
 from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype
@@ -92,8 +92,7 @@ class WgpuBackend:
         return self.rt.upload(data)
 
     def to_host(self, value: WgpuArray) -> np.ndarray:
-        dense = None if value.contiguous else elementwise.contiguous_copy(self.rt, value)
-        host = self.rt.read(value, dense)
+        host = self.rt.read(value, strided.contiguous(self.rt, value))
         host.flags.writeable = False
         return host
 

@@ -272,28 +272,6 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
                 rt.groups(params[0], _WORKGROUP))
 
 
-def contiguous_copy(rt: Any, array: WgpuArray) -> WgpuArray:
-    """A dense copy of a strided view (used before reads and by kernels that need one)."""
-    (out,) = _copy(rt, array)
-    return out
-
-
-def _copy(rt: Any, array: WgpuArray) -> list:
-    copy = _Cast(array.dtype)
-    return evaluate(rt, (copy,), ((0,),), (array,), (True,), array.shape)
-
-
-class _Cast:
-    """A stand-in IR call: ``cast`` to the input's own dtype is a copy."""
-
-    __slots__ = ("dtype",)
-    op = "cast"
-    attrs = ()
-
-    def __init__(self, dtype: str) -> None:
-        self.dtype = dtype
-
-
 def _single(msg: Any, rt: Any, *inputs: WgpuArray) -> WgpuArray:
     (out,) = evaluate(rt, (msg,), (tuple(range(len(inputs))),), inputs, (True,), msg.shape)
     return out

@@ -169,13 +169,10 @@ class Runtime:
             self.queue.write_buffer(out.buffer, 0, raw)
         return out
 
-    def read(self, array: WgpuArray, contiguous: WgpuArray | None = None) -> np.ndarray:
-        """The array's data as a new host array of its ember dtype.
-
-        ``contiguous``: a dense copy of ``array`` (made by the caller's copy
-        kernel) when ``array`` itself is a strided view.
-        """
-        source = array if contiguous is None else contiguous
+    def read(self, array: WgpuArray, dense: WgpuArray | None = None) -> np.ndarray:
+        """The data of ``array`` as a new host array of its ember dtype, read from
+        ``dense`` (a dense copy, for a strided ``array``) or from ``array`` itself."""
+        source = array if dense is None else dense
         _check_intact(array)
         storage = STORAGE[array.dtype]
         host_dtype = np.dtype(np.bool_) if array.dtype == "bool" else np.dtype(array.dtype)
