@@ -245,8 +245,9 @@ def _render(rank: int, rows: int, dtypes: tuple[str, ...], element_modes: tuple,
     element_outputs = [slot for slot, j in enumerate(outputs) if not per_row[j]]
     if element_outputs:
         body = element_code([n_used + outputs[slot] for slot in element_outputs], "    ")
-        body += [f"    out{slot}[i] = {codegen.store(f'v{outputs[slot]}', steps[outputs[slot]][2])};"
-                 for slot in element_outputs]
+        for slot in element_outputs:
+            j = outputs[slot]
+            body.append(f"    out{slot}[i] = {codegen.store(f'v{j}', steps[j][2])};")
         lines += loop(body)
     for slot, j in enumerate(outputs):
         if per_row[j]:

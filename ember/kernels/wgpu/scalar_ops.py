@@ -32,8 +32,11 @@ def _erf_series() -> str:
 
 
 HELPERS: dict[str, str] = {
-    "isnan_f": "fn isnan_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }",
-    "isinf_f": "fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }",
+    # By bits: a shader compiler may fold x != x to false.
+    "isnan_f": ("fn isnan_f(x: f32) -> bool { "
+                "return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }"),
+    "isinf_f": ("fn isinf_f(x: f32) -> bool { "
+                "return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }"),
     "max_f": "fn max_f(a: f32, b: f32) -> f32 { if (isnan_f(a) || isnan_f(b)) { return a + b; } "
              "return max(a, b); }",
     "min_f": "fn min_f(a: f32, b: f32) -> f32 { if (isnan_f(a) || isnan_f(b)) { return a + b; } "
@@ -85,7 +88,10 @@ HELPERS: dict[str, str] = {
               "  return r;\n}"),
     # PyTorch's answer for negative exponents: 1 for base 1, +-1 for base -1, else 0.
     "pow_i": ("fn pow_i(a: i32, b: i32) -> i32 {\n"
-              "  if (b < 0) { if (a == 1) { return 1; } if (a == -1) { return select(1, -1, (b & 1) == 1); } return 0; }\n"
+              "  if (b < 0) {\n"
+              "    if (a == 1) { return 1; }\n"
+              "    if (a == -1) { return select(1, -1, (b & 1) == 1); }\n"
+              "    return 0;\n  }\n"
               "  var result = 1; var base = a; var e = b;\n"
               "  loop { if (e == 0) { break; } if ((e & 1) == 1) { result = result * base; } "
               "base = base * base; e = e >> 1u; }\n"
@@ -105,7 +111,8 @@ HELPERS: dict[str, str] = {
                 "let u = 1.0 + x; if (u == 1.0) { return x; } "
                 "if (isinf_f(u)) { return u; } return log(u) * (x / (u - 1.0)); }"),
     # tanh saturates to +-1 in f32 beyond 9.1; clamping keeps exp-based lowerings finite.
-    "tanh_f": "fn tanh_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } return tanh(clamp(x, -15.0, 15.0)); }",
+    "tanh_f": ("fn tanh_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } "
+               "return tanh(clamp(x, -15.0, 15.0)); }"),
     "sigmoid_f": "fn sigmoid_f(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }",
     "sign_f": ("fn sign_f(x: f32) -> f32 { return select(0.0, 1.0, x > 0.0) - "
                "select(0.0, 1.0, x < 0.0); }"),
