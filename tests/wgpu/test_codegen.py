@@ -1,0 +1,75 @@
+"""The WebGPU backend's host-side pieces, no adapter needed: dtype refusals, pool classes,
+params packing, and the renderer's structure (one source per structure, not per size)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.actors.ir import Call
+from ember.errors import DTypeError
+from ember.kernels.wgpu import elementwise
+from ember.kernels.wgpu.pool import size_class
+from ember.kernels.wgpu.runtime import pack_params
+from ember.kernels.wgpu.table import check_dtype
+
+
+@pytest.mark.parametrize("dtype, has_f16, message", [
+    ("float64", True, "exp: float64 is not supported on wgpu:3: WGSL has no 64-bit floats"),
+    ("bfloat16", True, "exp: bfloat16 is not supported on wgpu:3: WGSL has no bfloat16"),
+    ("float16", False, "exp: float16 is not supported on wgpu:3: the adapter lacks the "
+                       "shader-f16 feature"),
+])
+def test_refused_dtypes_name_the_op_and_device(dtype: str, has_f16: bool, message: str) -> None:
+    with pytest.raises(DTypeError, match=message):
+        check_dtype(dtype, "exp", "wgpu:3", has_f16)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "bool", "float16"])
+def test_held_dtypes_pass(dtype: str) -> None:
+    check_dtype(dtype, "exp", "wgpu:0", True)
+
+
+def test_pool_classes_waste_at_most_a_quarter() -> None:
+    for n in [1, 255, 256, 257, 1000, 4096, 5000, 1 << 20, (1 << 20) + 1, 123_456_789]:
+        size = size_class(n)
+        assert size >= n and size % 32 == 0
+        assert size <= max(256, n * 1.25)
+
+
+def test_params_pack_ints_as_twos_complement_and_floats_as_f32() -> None:
+    words = np.frombuffer(pack_params([3, -1, 0.5]), np.uint32)
+    assert words.size == 4  # padded to 16 bytes
+    assert words[0] == 3 and words[1] == 0xFFFFFFFF
+    assert words[2] == np.float32(0.5).view(np.uint32)
+
+
+def _gelu_steps() -> tuple:
+    members = [Call("mul", 2, (0, 1), ("float32",), (4,), "float32", ("t", 1)),
+               Call("gelu", 3, (2,), (), (4,), "float32", ("t", 2))]
+    return tuple((m.op, m.attrs, m.dtype, args, ()) for m, args in zip(members, [(0, 1), (2,)]))
+
+
+def test_one_source_per_structure_with_sizes_in_params() -> None:
+    steps = _gelu_steps()
+    source = elementwise.render(2, (("float32", "c"), ("float32", "g")), steps, (1,))
+    assert "erf_f(" in source and "fn erf_f" in source  # helpers come with their users
+    assert "@binding(0) var<storage, read_write> out0: array<f32>" in source
+    # The shape and strides are read from params (render never sees sizes).
+    assert "% pu(2u)" in source and "i32(c1) * pi(6u)" in source
+
+
+def test_vector_sources_move_vec4s() -> None:
+    steps = _gelu_steps()
+    source = elementwise.render(1, (("float32", "c"), ("float32", "s")), steps, (1,),
+                                vector=True)
+    assert "array<vec4<f32>>" in source
+    assert "out0[i] = vec4<f32>(" in source
+
+
+def test_scalars_are_params_not_literals() -> None:
+    call = Call("mul", 2, (0,), ("float32", 0.1234, False), (4,), "float32", ("t", 1))
+    attrs, scalars = elementwise.split_scalars(call)
+    assert attrs == ("float32", None, False) and scalars == [(0.1234, "float32")]
+    with pytest.raises(DTypeError, match="does not fit the 32-bit integers"):
+        elementwise.param_value(1 << 40, "int64", "add")
