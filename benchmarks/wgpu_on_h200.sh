@@ -18,11 +18,11 @@ if ! python3 -c "import ember as em, sys; d = em.available('wgpu'); print(d); sy
 fi
 python3 -c "import ember as em; print(em.wgpu(0).actor.backend.rt.adapter_name)" | tee "$out/adapter.txt"
 start=$(date +%s)
-timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts="-rfs" \
+timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts="-rfs" \
   tests/ops/test_ops.py -k wgpu >"$out/tests.log" 2>&1
 echo "op harness on wgpu:0: exit $? after $(( $(date +%s) - start )) s" | tee -a "$out/tests.log"
-timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts="-rfs" tests/wgpu \
+timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts="-rfs" tests/wgpu \
   >>"$out/tests.log" 2>&1
 echo "tests/wgpu: exit $? after $(( $(date +%s) - start )) s" | tee -a "$out/tests.log"
 tail -n 40 "$out/tests.log"
-timeout 240 python3 -m benchmarks.bench_wgpu --large 2>&1 | grep -v "^WARNING" | tee "$out/bench_wgpu.md"
+timeout 200 python3 -m benchmarks.bench_wgpu --large 2>&1 | grep -v "^WARNING" | tee "$out/bench_wgpu.md"
