@@ -365,11 +365,16 @@ class DeviceActor:
         self._groups += 1
         self._ops_fused += len(members)
         # Donors are dead and read by nothing later: drop them now (their own Drops, later
-        # in the batch, find nothing), before outputs that may live in their buffers count.
-        for donor in group.donors:
-            self._bytes_held -= self.backend.release(env.pop(donor))
+        # in the batch, find nothing). Uncounted before the outputs, which may live in their
+        # buffers, are counted; released after those are stored, so the pool sees an
+        # output's reference and never takes back a buffer an output lives in.
+        dead = [env.pop(donor) for donor in group.donors]
+        self._bytes_held -= sum(map(self.backend.owned_nbytes, dead))
         for tensor_id, value in values:
             self._store(tensor_id, value)
+        while dead:
+            value = dead.pop()  # a local, as release expects of its caller
+            self.backend.release(value)
 
     def _run_unfused(self, members: tuple) -> None:
         # A failure fails only what depends on it: members run one by one (kernels are

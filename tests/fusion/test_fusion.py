@@ -125,6 +125,26 @@ def test_a_broadcasting_mixed_dtype_graph_fuses_and_matches(unfused):
     assert_same_bits(fused, reference)
 
 
+# Found by the random graphs: v4 dies in group 2 and its buffer takes v8, which group 3
+# reads; the pool must not take that buffer back when v4 is dropped, or a later
+# allocation overwrites v8 before group 3 runs.
+DONATED_GRAPH = {
+    "seed": 65536, "inputs": [[[64, 300], "float32", "plain"]],
+    "nodes": [["expand", 0, [64, 300]], ["unary", "neg", 0], ["unary", "neg", 0],
+              ["unary", "neg", 0], ["expand", 2, [64, 300]], ["binary", "add", 0, 4],
+              ["unary", "neg", 0], ["unary", "neg", 0], ["unary", "neg", 0],
+              ["expand", 9, [64, 300]], ["unary", "gelu", 8], ["expand", 11, [64, 300]]],
+    "outputs": [5, 12],
+}
+
+
+def test_a_donated_buffer_stays_with_its_output(unfused):
+    fused = programs.run_program("graph", {"graph": DONATED_GRAPH, "device_index": fresh_index()})
+    reference = unfused.run("graph", graph=DONATED_GRAPH, device_index=0)
+    assert fused["d_groups"] == 3
+    assert_same_bits(fused, reference)
+
+
 @pytest.mark.parametrize("dtype, checkpointing", [("float32", None), ("float64", None),
                                                    ("float32", "balanced")])
 def test_gradients_match_unfused_bitwise(unfused, dtype, checkpointing):
