@@ -73,3 +73,21 @@ def test_scalars_are_params_not_literals() -> None:
     assert attrs == ("float32", None, False) and scalars == [(0.1234, "float32")]
     with pytest.raises(DTypeError, match="does not fit the 32-bit integers"):
         elementwise.param_value(1 << 40, "int64", "add")
+
+
+def test_sources_are_cached_on_disk_for_the_next_process(tmp_path, monkeypatch) -> None:
+    from ember.kernels.wgpu import sources
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+
+    def render(a: int, b: str) -> str:
+        calls.append((a, b))
+        return f"// {a} {b}\n"
+
+    key = (7, "float32")
+    assert sources.source("test-kind", key, render) == "// 7 float32\n"
+    assert list((tmp_path / "ember" / "wgpu").glob("*.wgsl"))
+    monkeypatch.setattr(sources, "_memory", {})  # a fresh process
+    assert sources.source("test-kind", key, render) == "// 7 float32\n"
+    assert calls == [(7, "float32")]

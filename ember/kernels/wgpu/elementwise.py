@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.kernels.fusion.planner import ELEMENTWISE
-from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.scalar_ops import expression, helpers_for
 from ember.kernels.wgpu.table import STORAGE, WgpuArray, check_dtype, kernel
 
@@ -172,7 +172,6 @@ def place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list:
     return operands + scalars  # clamp: x, then the bounds given
 
 
-_sources: dict[tuple, str] = {}
 # Elements from which a contiguous group moves vec4s: below it the dispatch cost
 # dominates and a second shader variant is not worth compiling (a guess).
 VECTOR_MIN = 1 << 14
@@ -256,9 +255,7 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
               and all(a.offset % 4 == 0 for a in used))
     key = (rank, tuple((a.dtype, mode) for a, mode in zip(used, modes)), tuple(steps),
            tuple(local_out), vector)
-    source = _sources.get(key)
-    if source is None:
-        source = _sources[key] = render(*key)
+    source = sources.source("elementwise", key, render)
     general = "g" in modes
     params: list[int | float] = [count // 4 if vector else count]
     if general:

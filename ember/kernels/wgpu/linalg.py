@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, kernel
 
 _TILE = 64
@@ -95,9 +95,6 @@ def _render(a_dtype: str, b_dtype: str, out_dtype: str, batch_rank: int) -> str:
             + codegen.ENTRY.format(size=256) + main + "\n}\n")
 
 
-_sources: dict[tuple, str] = {}
-
-
 @kernel("matmul")
 def _matmul(msg: Any, rt: Any, a: WgpuArray, b: WgpuArray) -> WgpuArray:
     for x in (a, b):
@@ -119,9 +116,7 @@ def _matmul(msg: Any, rt: Any, a: WgpuArray, b: WgpuArray) -> WgpuArray:
     for d, size in enumerate(batch):
         params.extend((size, a_strides[d], b_strides[d]))
     key = (a.dtype, b.dtype, msg.dtype, len(batch))
-    source = _sources.get(key)
-    if source is None:
-        source = _sources[key] = _render(*key)
+    source = sources.source("matmul", key, _render)
     if count > 65535:
         raise NotImplementedError(f"matmul: {count} batch matrices exceed one dispatch's "
                                   f"65535 workgroups along z on {rt.name}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.scalar_ops import helpers_for
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
 
@@ -143,7 +143,6 @@ def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank
             + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
 
 
-_sources: dict[tuple, str] = {}
 _SPLITTABLE = frozenset(MONOIDS) | {"mean"}
 # A reduction to at most this many outputs, each of more than 4 x _SPLIT_ELEMENTS
 # elements, runs as partial sums of _SPLIT_ELEMENTS elements per workgroup plus a
@@ -151,13 +150,6 @@ _SPLITTABLE = frozenset(MONOIDS) | {"mean"}
 _SPLIT_MAX_OUTPUTS = 256
 _SPLIT_ELEMENTS = 4096
 _MAX_SPLITS = 1024
-
-
-def _source(key: tuple) -> str:
-    found = _sources.get(key)
-    if found is None:
-        found = _sources[key] = _render(*key)
-    return found
 
 
 def _layout(x: WgpuArray, dims: tuple[int, ...]) -> tuple[list[int], list[int], int, int]:
@@ -197,7 +189,8 @@ def _dispatch(rt: Any, op: str, x: WgpuArray, kept: list[int], reduced: list[int
         params.extend((x.shape[d], x.strides[d]))
     params.extend((*extras, 0.0, 0.0)[:2])  # the shader declares two extras always
     params.append(splits)
-    source = _source((op, x.dtype, out.dtype, len(kept), len(reduced), splits > 0))
+    source = sources.source("reduce", (op, x.dtype, out.dtype, len(kept), len(reduced),
+                                       splits > 0), _render)
     rt.dispatch(source, [out], [x], params, rt.groups(groups, 1))
 
 
@@ -275,10 +268,7 @@ def _arg_extreme(msg: Any, rt: Any, x: WgpuArray) -> WgpuArray:
     params: list[int | float] = [n_out, n_reduced, x.offset]
     for d in kept + reduced:
         params.extend((x.shape[d], x.strides[d]))
-    key = ("arg", msg.op, x.dtype, len(kept), len(reduced))
-    source = _sources.get(key)
-    if source is None:
-        source = _sources[key] = _render_arg(msg.op, x.dtype, len(kept), len(reduced))
+    source = sources.source("arg", (msg.op, x.dtype, len(kept), len(reduced)), _render_arg)
     rt.dispatch(source, [out], [x], params, rt.groups(n_out, 1))
     return out
 
@@ -324,9 +314,6 @@ def _cumsum(msg: Any, rt: Any, x: WgpuArray) -> WgpuArray:
     for d in others:
         params.extend((x.shape[d], x.strides[d], out_strides[d]))
     params.append(out_strides[axis])
-    key = ("cumsum", x.dtype, msg.dtype, len(others))
-    source = _sources.get(key)
-    if source is None:
-        source = _sources[key] = _render_cumsum(x.dtype, msg.dtype, len(others))
+    source = sources.source("cumsum", (x.dtype, msg.dtype, len(others)), _render_cumsum)
     rt.dispatch(source, [out], [x], params, rt.groups(params[0], 64))
     return out

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.kernels.fusion.planner import VIEWS
-from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.elementwise import (
     input_mode,
     needs,
@@ -102,9 +102,7 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
     key = (len(shape), rows, tuple(a.dtype for a in used), tuple(element_modes),
            tuple(s is not None for s in row_shapes), tuple(s[:6] for s in steps),
            tuple(per_row), tuple(local_out))
-    source = _sources.get(key)
-    if source is None:
-        source = _sources[key] = _render(*key)
+    source = sources.source("rows", key, _render)
     params: list[int | float] = [math.prod(shape[:rows]), math.prod(shape[rows:]), *shape]
     for array, mode, row_shape in zip(used, element_modes, row_shapes):
         if mode is not None:
@@ -117,9 +115,6 @@ def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
             params.extend(strides + (0,) * (len(shape) - len(strides)))
     params.extend(scalar_values)
     rt.dispatch(source, [results[j] for j in outputs], used, params, rt.groups(params[0], 1))
-
-
-_sources: dict[tuple, str] = {}
 
 
 def _render(rank: int, rows: int, dtypes: tuple[str, ...], element_modes: tuple,

@@ -18,7 +18,6 @@ by their buffers, so a steady loop creates none.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -72,11 +71,6 @@ def adapters() -> list:
             thread.join(PROBE_TIMEOUT_S)
             _adapters = list(found) if not thread.is_alive() else []
         return _adapters
-
-
-def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ember", "wgpu")
 
 
 class Runtime:
@@ -236,7 +230,6 @@ class Runtime:
         self.compile_seconds += time.perf_counter() - start
         self.compiles += 1
         self._pipelines[key] = found
-        _save_source(source)
         return found
 
     def dispatch(self, source: str, writes: Sequence[WgpuArray], reads: Sequence[WgpuArray],
@@ -361,19 +354,3 @@ def pack_params(params: Sequence[int | float]) -> bytes:
         else:
             words[i] = int(value) & 0xFFFFFFFF
     return words.tobytes()
-
-
-def _save_source(source: str) -> None:
-    """Keep each compiled WGSL source on disk (for inspection and traces); never fatal."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    path = os.path.join(cache_dir(), f"{digest}.wgsl")
-    if os.path.exists(path):
-        return
-    try:
-        os.makedirs(cache_dir(), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w") as f:
-            f.write(source)
-        os.replace(temporary, path)
-    except OSError:
-        pass

@@ -38,7 +38,8 @@ complement) and floats (stored as f32 bits). ``groups`` is the workgroup
 count (``rt.groups(n, size)`` spreads ``n`` invocations over x and y, and
 ``codegen.LINEAR_INDEX`` recovers the linear index). Pipelines are compiled
 once per source and cached; keep sizes in ``params`` rather than in the
-source so that one shader serves every size.
+source so that one shader serves every size. ``sources.source(kind, key,
+render)`` caches rendered WGSL by structure, in memory and on disk.
 
 Dtypes on the device (``STORAGE``)
 ----------------------------------
