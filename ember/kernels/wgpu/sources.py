@@ -3,7 +3,7 @@
 ``source(kind, key, render)`` returns the WGSL of a kernel structure: the
 process's own copy, else the file ``$XDG_CACHE_HOME/ember/wgpu/<digest>.wgsl``
 that an earlier process rendered, else ``render(*key)`` (written to that file
-atomically for the next process). The digest covers the kind, the key and the
+atomically for the next process; ``em.clear_cache()`` removes them all). The digest covers the kind, the key and the
 text of the renderer modules themselves, so editing a renderer never serves a
 stale shader. A file that cannot be read or written is skipped, never fatal.
 """
@@ -15,16 +15,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ember.kernels.cache import cache_dir
+
 _RENDERERS = ("codegen.py", "scalar_ops.py", "elementwise.py", "reduction.py", "rows.py",
               "linalg.py", "sources.py")
 _memory: dict[tuple, str] = {}
 _version: str | None = None
 statistics = {"rendered": 0, "from_disk": 0}
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ember" / "wgpu"
 
 
 def _renderer_version() -> str:
@@ -44,7 +41,7 @@ def source(kind: str, key: tuple, render: Callable[..., str]) -> str:
     if found is not None:
         return found
     digest = hashlib.sha256(repr((kind, key, _renderer_version())).encode()).hexdigest()[:32]
-    path = cache_dir() / f"{digest}.wgsl"
+    path = Path(cache_dir("wgpu")) / f"{digest}.wgsl"
     try:
         found = path.read_text()
         statistics["from_disk"] += 1
