@@ -10,6 +10,7 @@ sync drains it (on the worker, never on the caller's thread).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any
 
@@ -73,6 +74,16 @@ class CupyBackend:
         if isinstance(result, tuple):
             return tuple(_on_device(r, dtype) for r, dtype in zip(result, msg.dtypes))
         return _on_device(result, msg.dtype)
+
+    @functools.cached_property
+    def collectives(self) -> bool:
+        """Whether collectives across this host's GPUs run here (CuPy finds NCCL); importing
+        nccl.py registers their kernels, before any rank's call reaches a worker."""
+        try:
+            import ember.kernels.cupy.nccl  # noqa: F401
+        except ImportError:
+            return False
+        return True
 
     def fusion_planner(self) -> FusionPlanner:
         return FusionPlanner(codegen.fusible, self.MAX_FUSED_INPUTS, reductions=True,
