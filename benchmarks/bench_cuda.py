@@ -3,7 +3,10 @@
 Workloads: burn's custom_gelu ([32, 512, 2048], ``x * 0.5 * (1 + erf(x / sqrt 2))``);
 softmax and layer_norm on [32, 512, 4096] (ember's composites of primitives); a
 matmul sweep (float32 strict, bfloat16); an MLP training step (784-4096-4096-10,
-batch 4096, Adam); launch overhead (a 16-element op issued 2000 times).
+batch 4096, Adam); a transformer encoder layer forward + backward (d_model 768, 12
+heads, feed-forward 3072, seq 256, batch 8, no dropout); launch overhead (a
+16-element op issued 2000 times); the Learner's data-parallel throughput on 1 and 2
+GPUs (the MLP step's model and batch, gradients all-reduced over NCCL).
 
 ember's times are wall-clock over ``repeats`` issues and one ``em.sync`` (what a
 program sees: host issue time included); CuPy's and PyTorch's likewise, ending with a
@@ -256,6 +259,62 @@ def mlp_step() -> None:
         {"ember": timed(em_step, em_sync, 10), "torch eager": timed(torch_step, torch_sync, 10)})
 
 
+def encoder_layer() -> None:
+    d_model, heads, ff, seq, batch = 768, 12, 3072, 256, 8
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((batch, seq, d_model), dtype=np.float32)
+    device = DEV.autodiff()
+    layer = em.nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0, device=device)
+    x_em = em.from_numpy(x_np, device=device)
+
+    def em_step():
+        grads = layer(x_em).sum().backward()
+        return [p.grad(grads) for p in layer.parameters()]
+
+    tlayer = torch.nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0,
+                                              batch_first=True).cuda()
+    x_t = torch.from_numpy(x_np).cuda()
+
+    def torch_step():
+        tlayer.zero_grad(set_to_none=True)
+        tlayer(x_t).sum().backward()
+        return [p.grad for p in tlayer.parameters()]
+
+    row(f"encoder layer fwd+bwd d{d_model} h{heads} ff{ff} seq{seq} batch{batch} f32", None,
+        {"ember": timed(em_step, em_sync, 10), "torch eager": timed(torch_step, torch_sync, 10)})
+
+
+def data_parallel() -> None:
+    """Learner.fit throughput (samples/s of an epoch after a warm-up epoch), 1 vs 2 GPUs."""
+    gpus = em.available("cuda")
+    if len(gpus) < 2:
+        print("| data parallel | skipped: one CUDA device |", flush=True)
+        return
+    batch, steps, sizes = 4096, 32, (784, 4096, 4096, 10)
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((batch * steps, sizes[0]), dtype=np.float32)
+    y_np = rng.integers(0, 10, batch * steps)
+    rates = {}
+    for devices in (gpus[:1], gpus[:2]):
+        model = em.nn.Sequential(em.nn.Linear(sizes[0], sizes[1]), em.nn.ReLU(),
+                                 em.nn.Linear(sizes[1], sizes[2]), em.nn.ReLU(),
+                                 em.nn.Linear(sizes[2], sizes[3]))
+        learner = em.train.Learner(model, em.optim.Adam(model.parameters(), lr=1e-4),
+                                   F.cross_entropy, devices=devices, progress=False)
+        loader = em.train.DataLoader((x_np, y_np), batch_size=batch, prefetch=4)
+        learner.fit_sync(loader, epochs=1)
+        for d in devices:
+            em.sync(d)
+        start = time.perf_counter()
+        learner.fit_sync(loader, epochs=2)
+        for d in devices:
+            em.sync(d)
+        rates[len(devices)] = batch * steps / (time.perf_counter() - start)
+    print(f"| Learner.fit MLP 784-4096-4096-10, batch {batch}, Adam, f32 | 1 GPU "
+          f"{rates[1]:,.0f} samples/s | 2 GPUs {rates[2]:,.0f} samples/s "
+          f"({rates[2] / rates[1]:.2f}x) |", flush=True)
+
+
 def launch_overhead() -> None:
     x_em = em.zeros((16,), device=DEV)
     x_cp = cp.zeros((16,), cp.float32)
@@ -273,7 +332,8 @@ if __name__ == "__main__":
     print(f"# {torch.cuda.get_device_name()}, CuPy {cp.__version__}, torch {torch.__version__}")
     _record_launches()
     sections = {f.__name__: f for f in (kernel_bandwidth, elementwise, matmul_sweep,
-                                        launch_overhead, mlp_step)}
+                                        launch_overhead, mlp_step, encoder_layer,
+                                        data_parallel)}
     chosen = sys.argv[1:] or list(sections)
     for section in (sections[name] for name in chosen):
         try:
