@@ -147,36 +147,36 @@ def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None
     members = group.members
     total = math.prod(shape)
     if total <= CHUNK_ELEMENTS or not shape:
-        _evaluate(program, group, members, inputs, full, None)
+        _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
         return
     arrays = [a for a in inputs if isinstance(a, np.ndarray) and a.ndim]
     if all(a.shape == shape and a.flags.c_contiguous for a in arrays):
         flat_inputs = [a.reshape(-1) if isinstance(a, np.ndarray) and a.ndim else a
                        for a in inputs]
         flat_full = [f.reshape(-1) if f is not None else None for f in full]
-        scratch = [None] * len(members)
+        scratch = _Scratch(group, program, full, (CHUNK_ELEMENTS,))
         for start in range(0, total, CHUNK_ELEMENTS):
             stop = min(start + CHUNK_ELEMENTS, total)
+            scratch.length = stop - start
             _evaluate(program, group, members,
                       [a[start:stop] if isinstance(a, np.ndarray) and a.ndim else a
                        for a in flat_inputs],
-                      [f[start:stop] if f is not None else None for f in flat_full],
-                      (scratch, (CHUNK_ELEMENTS,), stop - start))
+                      [f[start:stop] if f is not None else None for f in flat_full], scratch)
         return
     shape, inputs, full = _merge_leading_dims(shape, inputs, full)
     rows = shape[0]
     inner = total // rows if rows else 0
     block = max(1, CHUNK_ELEMENTS // max(inner, 1))
     if rows <= 1 or block >= rows:
-        _evaluate(program, group, members, inputs, full, None)
+        _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
         return
-    scratch = [None] * len(members)
+    scratch = _Scratch(group, program, full, (block, *shape[1:]))
     for start in range(0, rows, block):
         stop = min(start + block, rows)
+        scratch.length = stop - start
         _evaluate(program, group, members,
                   [a[start:stop] if _spans_rows(a, shape) else a for a in inputs],
-                  [f[start:stop] if f is not None else None for f in full],
-                  (scratch, (block, *shape[1:]), stop - start))
+                  [f[start:stop] if f is not None else None for f in full], scratch)
 
 
 def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
@@ -187,7 +187,7 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
     members = group.members
     inner = math.prod(shape[r:])
     if r == 0 or math.prod(shape[:r]) <= max(1, CHUNK_ELEMENTS // max(inner, 1)):
-        _evaluate(program, group, members, inputs, full, None)
+        _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
         return
     for merged in range(r, 0, -1):  # one dim needs no merge, so this always ends
         views = _rows_views(inputs, shape, merged)
@@ -197,16 +197,16 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
     block = max(1, CHUNK_ELEMENTS // max(math.prod(shape[merged:]), 1))
     inputs = views
     full = [f.reshape((rows, *f.shape[merged:])) if f is not None else None for f in full]
-    scratch = [None] * len(members)
+    scratch = _Scratch(group, program, full)
     for start in range(0, rows, block):
         stop = min(start + block, rows)
         length = stop - start
         if start == 0 or length != block:
             messages = [_block_message(m, merged, length) for m in members]
+        scratch.length = length
         _evaluate(program, group, messages,
                   [a[start:stop] if spans else a for a, spans in inputs],
-                  [f[start:stop] if f is not None else None for f in full],
-                  (scratch, None, length))
+                  [f[start:stop] if f is not None else None for f in full], scratch)
 
 
 def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
@@ -289,24 +289,72 @@ def _spans_rows(a: Any, shape: tuple[int, ...]) -> bool:
     return isinstance(a, np.ndarray) and a.ndim == len(shape) and a.shape[0] == shape[0]
 
 
+class _Scratch:
+    """Chunk buffers for the members a group does not materialize, shared by liveness:
+    a member's buffer goes back to the free list after the last member that reads it
+    (through any view of it) has run, so a chain keeps a few buffers in cache, not one
+    per member. A member never writes into a buffer one of its own inputs holds.
+
+    ``shape``: every buffer's shape (chunks of one shape), or None for each member's
+    block shape as its message gives it; ``length``: the rows of the current block.
+    """
+
+    __slots__ = ("assign", "buffers", "shape", "length")
+
+    def __init__(self, group: Any, program: Any, full: list,
+                 shape: tuple[int, ...] | None = None) -> None:
+        members, n = group.members, len(group.inputs)
+        steps = program.steps[group.prologue:]
+        root: dict[int, int] = {}  # a view's slot → the slot whose buffer it shows
+        last: dict[int, int] = {}  # slot → the last step reading it, through views
+        for step, (j, args) in enumerate(steps):
+            for a in args:
+                last[root.get(a, a)] = step
+            if members[j].op in _VIEWS and full[j] is None:
+                root[n + j] = root.get(args[0], args[0])
+        self.assign: dict[int, int] = {}  # member → buffer
+        free: dict[tuple, list[int]] = {}
+        keys: list[tuple] = []
+        frees_after: dict[int, list[tuple]] = {}
+        for step, (j, _) in enumerate(steps):
+            member = members[j]
+            if full[j] is None and member.op not in _VIEWS:
+                key = (member.dtype, member.shape[1:])
+                ids = free.get(key)
+                buffer = ids.pop() if ids else len(keys)
+                if buffer == len(keys):
+                    keys.append(key)
+                self.assign[j] = buffer
+                frees_after.setdefault(max(last.get(n + j, step), step), []).append((key, buffer))
+            for key, buffer in frees_after.pop(step, ()):
+                free.setdefault(key, []).append(buffer)
+        self.buffers: list = [None] * len(keys)
+        self.shape = shape
+        self.length: int | None = None
+
+    def dest(self, j: int, member: Any) -> np.ndarray | None:
+        """Where member ``j`` writes this block (None for a view, which writes nothing)."""
+        buffer = self.assign.get(j)
+        if buffer is None:
+            return None
+        array = self.buffers[buffer]
+        if array is None:
+            array = self.buffers[buffer] = np.empty(self.shape or member.shape, NP[member.dtype])
+        return array if self.length is None else array[:self.length]
+
+
 def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: list,
-              scratch_spec: tuple | None) -> None:
+              scratch: _Scratch) -> None:
     """One block: every member's kernel after the prologue, writing the outputs it
-    materializes (``outputs[j]`` not None) in place. ``scratch_spec``: (buffers, block
-    shape or None for the message's, length)."""
+    materializes (``outputs[j]`` not None) in place and the rest into scratch."""
     slots = list(inputs)
     chunk_pool = _ChunkPool()
     for j, args in program.steps[group.prologue:]:
         member = messages[j]
         dest = outputs[j]
         keep = dest is not None
-        if not keep and scratch_spec is None:
-            dest = np.empty(member.shape, NP[member.dtype])
-        elif not keep:
-            buffers, shape, length = scratch_spec
-            if buffers[j] is None:
-                buffers[j] = np.empty(shape or member.shape, NP[member.dtype])
-            dest = buffers[j][:length]
+        if not keep:
+            dest = scratch.dest(j, member)
         chunk_pool.buffer = dest
         result = KERNELS[member.op](member, chunk_pool, *[slots[a] for a in args])
         if result is not dest and keep:
