@@ -279,3 +279,21 @@ def test_a_kept_detach_inside_a_group_shares_its_source_buffer() -> None:
     np.testing.assert_array_equal(y.numpy(), np.tanh(data * 2) * 3 + data)
     assert held.numpy().ctypes.data == h.numpy().ctypes.data  # no copy of h
     assert detached_input.numpy().ctypes.data == x.numpy().ctypes.data
+
+
+def test_a_chain_shares_two_scratch_buffers_and_views_keep_theirs_alive() -> None:
+    s = (4, 8)
+    chain = [_call("exp", 2, (1,), s)] + [_call("neg", k + 1, (k,), s) for k in range(2, 21)]
+    planner = FusionPlanner(fused.fusible, 16, reductions=True, views=True)
+    group = planner.plan([*chain, *(Drop(k) for k in range(2, 21))],
+                         lambda i: "float32" if i == 1 else None, {1: s}.get)[0]
+    program = planner.program(group)
+    full = [None] * 19 + [np.empty(s, np.float32)]  # only the last member is kept
+    scratch = fused._Scratch(group, program, full)
+    assert len(scratch.buffers) == 2  # each member reads only the one before it
+    # An alias keeps its source's buffer busy until the alias's last reader has run.
+    batch = [_call("exp", 2, (1,), s), _call("alias", 3, (2,), s), _call("neg", 4, (1,), s),
+             _call("add", 5, (3, 4), s), Drop(2), Drop(3), Drop(4)]
+    group = planner.plan(batch, lambda i: "float32" if i == 1 else None, {1: s}.get)[0]
+    scratch = fused._Scratch(group, planner.program(group), [None] * 3 + [np.empty(s)])
+    assert scratch.assign[0] != scratch.assign[2]  # neg must not take exp's buffer
