@@ -15,6 +15,7 @@ from ember.dtype import (
 )
 from ember.dtype import bool_ as bool  # noqa: A001  (em.bool, as torch.bool)
 from ember.errors import DeviceError, DTypeError, EmberError, KernelError, RecordError, ShapeError
+from ember.kernels.cache import clear_cache
 from ember.ops.conversion import from_dlpack
 from ember.ops.creation import (
     arange,
@@ -52,7 +53,7 @@ __all__ = [
     "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros",
     "zeros_like",
     "cat", "stack", "where",
-    "run", "stats", "sync", "sync_async", "trace",
+    "run", "stats", "sync", "sync_async", "trace", "clear_cache",
     "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",
 ]

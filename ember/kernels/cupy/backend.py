@@ -9,7 +9,6 @@ sync drains it (on the worker, never on the caller's thread).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 
 from ember.kernels.cache import cache_dir
 from ember.kernels.cupy import codegen
+from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
@@ -50,8 +50,6 @@ class CupyBackend:
         self.pool = CupyPool()
         self.stream: cupy.cuda.Stream | None = None
         self.memory: cupy.cuda.MemoryPool | None = None
-        # Held for the worker's life: the allocator and stream stay current on its thread.
-        self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
 
     def start_worker(self) -> None:
@@ -61,9 +59,12 @@ class CupyBackend:
         os.environ.setdefault("CUPY_CACHE_DIR", cache_dir("cuda"))
         cupy.cuda.Device(self.index).use()
         self.memory = cupy.cuda.MemoryPool()
-        self._context.enter_context(cupy.cuda.using_allocator(self.memory.malloc))
+        # What cupy.cuda.using_allocator does on entry, without its generator: one left
+        # open for the worker's life is closed by the garbage collector at interpreter
+        # exit, on another thread, and prints "Exception ignored ... using_allocator".
+        cupy.cuda.memory._set_thread_local_allocator(self.memory.malloc)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._context.enter_context(self.stream)
+        self.stream.use()
 
     def synchronize(self) -> None:
         """Wait until the GPU has run everything launched so far (``em.sync``)."""
