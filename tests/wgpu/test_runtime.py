@@ -193,7 +193,7 @@ def _layer_norm(x, w, b):
 @pytest.mark.parametrize("fn, n_inputs", [(_softmax, 1), (_layer_norm, 3)],
                          ids=["softmax", "layer_norm"])
 def test_row_groups_run_as_one_kernel(fn, n_inputs: int) -> None:
-    arrays = [_floats(3, 5, 70)] + [_floats(70) for _ in range(n_inputs - 1)]
+    arrays = [_floats(4, 20, 70)] + [_floats(70) for _ in range(n_inputs - 1)]
     want = fn(*[em.tensor(a) for a in arrays]).numpy()
     tensors = [em.tensor(a, device=WGPU[0]) for a in arrays]
     em.sync()
@@ -205,15 +205,26 @@ def test_row_groups_run_as_one_kernel(fn, n_inputs: int) -> None:
     assert after.kernels_launched - before.kernels_launched == 1
 
 
+def test_a_reduction_to_a_few_values_leaves_the_row_group() -> None:
+    # One workgroup per row would put a whole loss on one workgroup: the mean runs alone.
+    x, y = _floats(300, 400), _floats(300, 400)
+    tx, ty = em.tensor(x, device=WGPU[0]), em.tensor(y, device=WGPU[0])
+    em.sync()
+    before = em.stats(WGPU[0])
+    loss = ((tx - ty) * (tx - ty)).mean()
+    np.testing.assert_allclose(loss.numpy(), ((x - y) ** 2).mean(), rtol=1e-5)
+    assert em.stats(WGPU[0]).groups - before.groups == 1  # the elementwise part
+
+
 def test_row_groups_with_kept_intermediates_and_row_inputs() -> None:
-    x, scale = _floats(4, 3, 9), _floats(4, 3, 1)
+    x, scale = _floats(4, 20, 9), _floats(4, 20, 1)
     tx, ts = em.tensor(x, device=WGPU[0]), em.tensor(scale, device=WGPU[0])
     em.sync()
     groups = em.stats(WGPU[0]).groups
     # Every intermediate stays alive (materialized); the sum keeps no dims and is reshaped.
     scaled = tx * ts
     total = scaled.sum(dim=(-1,))
-    ratio = scaled / total.reshape(4, 3, 1)
+    ratio = scaled / total.reshape(4, 20, 1)
     peak = ratio.max(dim=-1, keepdim=True)
     got = [t.numpy() for t in (scaled, total, ratio, peak)]
     assert em.stats(WGPU[0]).groups == groups + 1

@@ -16,6 +16,7 @@ float64 and bfloat16 raise ``DTypeError`` (WGSL has neither).
 from __future__ import annotations
 
 import importlib
+import math
 from functools import partial
 from typing import Any
 
@@ -37,6 +38,10 @@ for _name in _KERNEL_MODULES:
     except ModuleNotFoundError as _missing:
         if _missing.name != f"ember.kernels.wgpu.{_name}":
             raise
+
+
+# Rows a row group needs to keep a GPU busy with one workgroup per row (a guess).
+_MIN_GROUP_ROWS = 64
 
 
 def available_indices() -> list[int]:
@@ -67,7 +72,10 @@ class WgpuBackend:
             return False
         if call.op in REDUCTIONS:
             # var / std / logsumexp are two walks each: they stay unfused, as do bool ones.
-            return call.op in ROW_REDUCTIONS and call.dtype != "bool"
+            # A row group runs one workgroup per row, so a reduction to a handful of
+            # values (a loss's mean) runs alone, split across many workgroups.
+            return (call.op in ROW_REDUCTIONS and call.dtype != "bool"
+                    and math.prod(call.shape) >= _MIN_GROUP_ROWS)
         return True
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
