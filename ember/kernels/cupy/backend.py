@@ -82,7 +82,7 @@ class CupyBackend:
         nccl.py registers their kernels, before any rank's call reaches a worker."""
         try:
             import ember.kernels.cupy.nccl  # noqa: F401
-        except ImportError:
+        except (ImportError, OSError, RuntimeError):  # CuPy built or installed without NCCL
             return False
         return True
 

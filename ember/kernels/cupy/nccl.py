@@ -87,14 +87,17 @@ def _run(msg: Any, inputs: tuple, outputs: tuple,
         _nccl_type(x.dtype)  # refuse a dtype here, on this rank, before anyone issues
 
     def issue(parts: list) -> None:
-        comms = group.comms()
-        nccl.groupStart()
-        try:
-            for k, (comm, (ins, outs, rank_stream)) in enumerate(zip(comms, parts)):
-                with cupy.cuda.Device(group.indices[k]):
-                    launch(comm, k, list(zip(ins, outs)), rank_stream)
-        finally:
-            nccl.groupEnd()
+        # NCCL selects each rank's device while it sets up and launches; the issuing
+        # worker's own device is restored after, for its next kernels.
+        with cupy.cuda.Device(cupy.cuda.runtime.getDevice()):
+            comms = group.comms()
+            nccl.groupStart()
+            try:
+                for k, (comm, (ins, outs, rank_stream)) in enumerate(zip(comms, parts)):
+                    with cupy.cuda.Device(group.indices[k]):
+                        launch(comm, k, list(zip(ins, outs)), rank_stream)
+            finally:
+                nccl.groupEnd()
 
     group.rendezvous.arrive(round_id, rank, (inputs, outputs, stream), issue)
     return outputs
