@@ -294,3 +294,12 @@ def test_buffers_destroyed_past_the_pool_capacity_never_break_cached_bind_groups
             np.testing.assert_allclose(got, want, rtol=1e-4)
     finally:
         rt.pool.capacity = capacity
+
+
+def test_pipeline_compiles_show_in_traces() -> None:
+    x = em.tensor(_floats(6), device=WGPU[0])
+    with em.trace() as recording:
+        # A structure no other test builds: its shader is compiled here.
+        (x.sin() * x.cos() + x.erf() * 0.375).numpy()
+    compiles = [e for e in recording.events if e.kind == "compile"]
+    assert compiles and compiles[0].device == str(WGPU[0]) and compiles[0].duration_ns > 0

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.actors import trace as _trace
 from ember.errors import DeviceError, DTypeError
 from ember.kernels.wgpu.pool import BufferPool
 from ember.kernels.wgpu.table import STORAGE, Allocation, WgpuArray, check_dtype, contiguous_strides
@@ -227,9 +228,17 @@ class Runtime:
         module = self.device.create_shader_module(code=source)
         found = self.device.create_compute_pipeline(
             layout=pipeline_layout, compute={"module": module, "entry_point": "main"})
-        self.compile_seconds += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        self.compile_seconds += elapsed
         self.compiles += 1
         self._pipelines[key] = found
+        traces = _trace.active()
+        if traces:  # a compile is a cost the op that needed it pays once: show it
+            event = _trace.TraceEvent("compile", self.name, threading.current_thread().name,
+                                      _trace.now_ns() - int(elapsed * 1e9), int(elapsed * 1e9),
+                                      "", "compile")
+            for trace in traces:
+                trace.record(event)
         return found
 
     def dispatch(self, source: str, writes: Sequence[WgpuArray], reads: Sequence[WgpuArray],
