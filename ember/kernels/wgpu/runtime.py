@@ -7,8 +7,9 @@ Discovery runs once per process, in a thread with a time limit, so a broken
 driver makes ``em.available("wgpu")`` empty instead of hanging.
 
 Ordering: dispatches are recorded into one command encoder, one compute pass
-each, and submitted every ``_SUBMIT_EVERY`` dispatches or before anything
-that acts on the queue directly (an upload's ``write_buffer``, a read). A
+each, and submitted every ``_SUBMIT_EVERY`` dispatches, once they add up to
+``_SUBMIT_GROUPS`` workgroups, or before anything that acts on the queue
+directly (an upload's ``write_buffer``, a read). A
 pooled buffer can thus be reused by a later dispatch while earlier ones still
 read it: the queue runs them in order. Each dispatch's params are a slice of
 one uniform ring buffer (bound at a dynamic offset), written for the whole
@@ -36,6 +37,9 @@ _COMPUTE_BACKENDS = ("Vulkan", "Metal", "D3D12")
 PROBE_TIMEOUT_S = float(os.environ.get("EMBER_WGPU_PROBE_TIMEOUT", "30"))
 # Dispatches recorded before a submit: bounds the commands a read may wait behind (a guess).
 _SUBMIT_EVERY = 64
+# Workgroups recorded before a submit: a large kernel goes to the GPU at once, so the
+# GPU runs it while the host records the next ones (a guess: ~4M invocations).
+_SUBMIT_GROUPS = 16384
 _MAX_GROUPS = 65535  # WebGPU's guaranteed workgroups per dimension
 # The uniform ring for dispatch params: a submit's worth of slices at most (64 dispatches
 # of at most a few KiB each) fits many times over.
@@ -111,6 +115,7 @@ class Runtime:
         self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._encoder: Any = None
         self._recorded = 0
+        self._recorded_groups = 0
         # Params of the recorded dispatches, written to the ring in one write_buffer at
         # submit; each dispatch binds its own aligned slice.
         self._align = self.limits["min-uniform-buffer-offset-alignment"]
@@ -271,7 +276,8 @@ class Runtime:
         self._pending_writes.extend(a.allocation for a in writes)
         self.dispatches += 1
         self._recorded += 1
-        if self._recorded >= _SUBMIT_EVERY:
+        self._recorded_groups += groups[0] * groups[1] * groups[2]
+        if self._recorded >= _SUBMIT_EVERY or self._recorded_groups >= _SUBMIT_GROUPS:
             self.flush()
 
     def _bind_group(self, layout: Any, writes: Sequence[WgpuArray],
@@ -313,7 +319,7 @@ class Runtime:
         if self._encoder is not None:
             encoder, self._encoder = self._encoder, None
             written, self._pending_writes = self._pending_writes, []
-            self._recorded = 0
+            self._recorded = self._recorded_groups = 0
             try:
                 if self._pending_params:
                     # Queue order: this write lands after every earlier submit has read
