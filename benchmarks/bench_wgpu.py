@@ -12,7 +12,7 @@ Columns: ember on wgpu:0 with fusion (this process) and with ``EMBER_FUSION=0``
 read, by the minimum bytes (inputs read once, output written once) over the
 time until the queue drained. A second table gives compile costs: the first
 step of each workload (compiling the pipelines no earlier workload needed)
-against a warm step.
+against a warm step; a third, float32 matmul throughput.
 
 Run: ``python -m benchmarks.bench_wgpu [--large]`` (needs a wgpu adapter).
 """
@@ -108,6 +108,30 @@ def _device_bandwidth(name: str, shape: tuple[int, ...], forward) -> float:
     return (2 * elements + extra) * 4 * _QUEUED_STEPS / elapsed / 1e9
 
 
+def matmul_table(sizes: tuple[int, ...]) -> str:
+    """float32 n×n @ n×n: 10 products queued, then one sync (GPU included), vs NumPy."""
+    rows = []
+    device = _device()
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+        ta, tb = em.tensor(a, device=device), em.tensor(b, device=device)
+        np.testing.assert_allclose((ta @ tb).numpy()[:4, :4], (a @ b)[:4, :4], rtol=1e-3,
+                                   atol=1e-3)
+
+        def queued() -> None:
+            results = [ta @ tb for _ in range(10)]  # kept until the sync
+            em.sync()
+            del results
+
+        seconds = median_seconds(queued, repeats=3, warmup=1) / 10
+        numpy_s = median_seconds(lambda: a @ b, repeats=3, warmup=1)
+        rows.append([f"{n}³", f"{seconds * 1e3:.2f}", f"{2 * n ** 3 / seconds / 1e9:.1f}",
+                     f"{numpy_s * 1e3:.2f}", f"{2 * n ** 3 / numpy_s / 1e9:.1f}"])
+    return table(f"WebGPU matmul on {device} (float32, 64×64 tiles, 4×4 per invocation)",
+                 ["n", "ms", "GFLOP/s", "NumPy ms (CPU)", "NumPy GFLOP/s"], rows)
+
+
 def _unfused(large: bool) -> dict[str, list]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     args = [sys.executable, "-m", "benchmarks.bench_wgpu", "--ember-json"]
@@ -145,7 +169,8 @@ def run(large: bool = False) -> str:
             + table(f"WebGPU kernel compile on {device}: a workload's first step (compiling "
                     f"the pipelines it is first to need) vs warm",
                     ["workload", "cold first step ms", "warm step ms", "pipelines compiled"],
-                    compile_rows))
+                    compile_rows) + "\n"
+            + matmul_table((1024, 2048, 4096) if large else (256, 512)))
 
 
 if __name__ == "__main__":
