@@ -303,3 +303,14 @@ def test_pipeline_compiles_show_in_traces() -> None:
         (x.sin() * x.cos() + x.erf() * 0.375).numpy()
     compiles = [e for e in recording.events if e.kind == "compile"]
     assert compiles and compiles[0].device == str(WGPU[0]) and compiles[0].duration_ns > 0
+
+
+@pytest.mark.parametrize("shape, axis, dtype", [
+    ((20_000,), 0, "float32"), ((3, 9000), 1, "int32"), ((9000, 2), 0, "float32"),
+    ((5000,), 0, "bool"),
+])
+def test_long_cumsums_scan_in_blocks(shape, axis: int, dtype: str) -> None:
+    x = RNG.integers(-3, 4, shape)
+    x = (x > 0) if dtype == "bool" else x.astype(dtype)
+    got = em.tensor(x, device=WGPU[0]).cumsum(axis).numpy()
+    np.testing.assert_allclose(got, np.cumsum(x, axis=axis), rtol=1e-6)

@@ -6,7 +6,7 @@ then the workgroup combines the 64 partial results in a tree. Two-pass
 reductions (var / std: the mean, then squared deviations; logsumexp: the max,
 then the shifted sum of exponentials) run both passes in the same workgroup.
 Floats accumulate in f32 (float16 too, rounded once on output), integers and
-bools in i32 (int64 on the device). ``cumsum`` runs one invocation per line.
+bools in i32 (int64 on the device).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.scalar_ops import helpers_for
-from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
+from ember.kernels.wgpu.table import WgpuArray, check_dtype, kernel
 
 # Invocations per output: 64 beat 256 by 3x on lavapipe (fewer barrier steps) and still
 # give a 4096-element GPU row 64 elements per invocation (a guess for GPUs).
@@ -270,50 +270,4 @@ def _arg_extreme(msg: Any, rt: Any, x: WgpuArray) -> WgpuArray:
         params.extend((x.shape[d], x.strides[d]))
     source = sources.source("arg", (msg.op, x.dtype, len(kept), len(reduced)), _render_arg)
     rt.dispatch(source, [out], [x], params, rt.groups(n_out, 1))
-    return out
-
-
-def _render_cumsum(in_dtype: str, out_dtype: str, rank: int) -> str:
-    """One invocation per line along the axis. Params: n_lines, length, offset, in stride
-    along the axis, then (size, in stride, out stride) per other dim."""
-    acc = "float32" if codegen.kind(out_dtype) == "f" else out_dtype
-    element = codegen.convert(codegen.load("in0", "src", in_dtype), in_dtype, acc)
-    lines = [f"  let line: u32 = {codegen.LINEAR_INDEX.format(size=64)};",
-             "  if (line >= pu(0u)) { return; }",
-             "  var src: i32 = pi(2u); var dst: i32 = 0; var rest: u32 = line;"]
-    for d in reversed(range(rank)):
-        size, s_in, s_out = (f"p{kind}({4 + 3 * d + j}u)" for j, kind in enumerate("uii"))
-        lines.append(f"  src = src + i32(rest % {size}) * {s_in}; "
-                     f"dst = dst + i32(rest % {size}) * {s_out}; rest = rest / {size};")
-    step = f"pu({4 + 3 * rank}u)"  # the output's stride along the axis
-    lines += [f"  var total: {codegen.register_type(acc)} = {codegen.register_type(acc)}(0);",
-              "  for (var k = 0u; k < pu(1u); k = k + 1u) {",
-              f"    total = total + {element};",
-              f"    out0[u32(dst) + k * {step}] = "
-              f"{codegen.store(codegen.convert('total', acc, out_dtype), out_dtype)};",
-              "    src = src + pi(3u);", "  }"]
-    return (codegen.header([in_dtype, out_dtype])
-            + codegen.bindings([out_dtype], [in_dtype], 5 + 3 * rank)
-            + codegen.ENTRY.format(size=64) + "\n".join(lines) + "\n}\n")
-
-
-@kernel("cumsum")
-def _cumsum(msg: Any, rt: Any, x: WgpuArray) -> WgpuArray:
-    (axis,) = msg.attrs
-    check_dtype(x.dtype, "cumsum", rt.name, rt.has_f16)
-    out = rt.empty(msg.shape, msg.dtype)
-    if x.size == 0:
-        return out
-    if x.ndim == 0:  # a 0-d tensor is its own running sum
-        x = x.view((1,), (0,), x.offset)
-        axis = 0
-    out_strides = contiguous_strides(x.shape)
-    others = [d for d in range(x.ndim) if d != axis]
-    params: list[int | float] = [x.size // x.shape[axis], x.shape[axis], x.offset,
-                                 x.strides[axis]]
-    for d in others:
-        params.extend((x.shape[d], x.strides[d], out_strides[d]))
-    params.append(out_strides[axis])
-    source = sources.source("cumsum", (x.dtype, msg.dtype, len(others)), _render_cumsum)
-    rt.dispatch(source, [out], [x], params, rt.groups(params[0], 64))
     return out
