@@ -190,8 +190,18 @@ def _layer_norm(x, w, b):
     return centered * (var + 1e-5).rsqrt() * w + b
 
 
-@pytest.mark.parametrize("fn, n_inputs", [(_softmax, 1), (_layer_norm, 3)],
-                         ids=["softmax", "layer_norm"])
+def _standardize(x):
+    return (x - x.mean(dim=-1, keepdim=True)) / (x.var(dim=-1, keepdim=True) + 1e-5).sqrt()
+
+
+def _std_ratio(x):
+    return x.std(dim=-1, keepdim=True) / (x.abs() + 1).sum(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("fn, n_inputs", [
+    (_softmax, 1), (_layer_norm, 3), (lambda x: em.nn.functional.log_softmax(x), 1),
+    (_standardize, 1), (_std_ratio, 1),
+], ids=["softmax", "layer_norm", "log_softmax", "var", "std"])
 def test_row_groups_run_as_one_kernel(fn, n_inputs: int) -> None:
     arrays = [_floats(4, 20, 70)] + [_floats(70) for _ in range(n_inputs - 1)]
     want = fn(*[em.tensor(a) for a in arrays]).numpy()

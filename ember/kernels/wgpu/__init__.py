@@ -24,7 +24,6 @@ import numpy as np
 
 from ember.kernels.fusion.planner import REDUCTIONS, FusionPlanner
 from ember.kernels.wgpu import elementwise, rows, strided
-from ember.kernels.wgpu.rows import ROW_REDUCTIONS
 from ember.kernels.wgpu.runtime import Runtime, adapters
 from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype
 
@@ -71,11 +70,9 @@ class WgpuBackend:
         if call.dtype not in STORAGE or not all(dtype_of(i) in STORAGE for i in call.inputs):
             return False
         if call.op in REDUCTIONS:
-            # var / std / logsumexp are two walks each: they stay unfused, as do bool ones.
             # A row group runs one workgroup per row, so a reduction to a handful of
             # values (a loss's mean) runs alone, split across many workgroups.
-            return (call.op in ROW_REDUCTIONS and call.dtype != "bool"
-                    and math.prod(call.shape) >= _MIN_GROUP_ROWS)
+            return call.dtype != "bool" and math.prod(call.shape) >= _MIN_GROUP_ROWS
         return True
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:

@@ -10,8 +10,8 @@ over the row that evaluates the per-element members a reduction reads
 (recomputed from the inputs: no intermediate touches memory) and folds
 them, then a workgroup tree, then the per-row members that became
 computable. A last loop stores the per-element members the group must
-materialize. Reductions: sum, mean, max, min, prod (var, std and logsumexp
-stay unfused: each is two walks on its own).
+materialize. Reductions: sum, mean, max, min, prod, and var, std and
+logsumexp, which walk their row twice (the mean or the max first).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ember.kernels.wgpu.reduction import MONOIDS
 from ember.kernels.wgpu.scalar_ops import expression, helpers_for
 from ember.kernels.wgpu.table import WgpuArray, check_dtype
 
-ROW_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod"})
+ROW_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "var", "std", "logsumexp"})
 _WORKGROUP = 64
 
 
@@ -192,6 +192,7 @@ def _render(rank: int, rows: int, dtypes: tuple[str, ...], element_modes: tuple,
             index = codegen.strided_index(row_base[k], rank, coords=f"r{k}_")
             lines.append(f"  let y{k} = {codegen.load(f'in{k}', index, dtypes[k])};")
     done = [False] * len(steps)
+    walked = [0] * len(steps)  # walks over the row each reduction has made
     shared_types: set[str] = set()
     while not all(done[j] for j in range(len(steps)) if per_row[j]):
         # Per-row members whose per-row inputs are ready run now (in function scope).
@@ -209,30 +210,35 @@ def _render(rank: int, rows: int, dtypes: tuple[str, ...], element_modes: tuple,
             body = element_code([steps[j][3][0] for j in ready], "    ")
             after = []
             for j in ready:
-                op, _, dtype, local_args = steps[j][:4]
+                op, attrs, dtype, local_args = steps[j][:4]
                 source_dtype = (dtypes[local_args[0]] if local_args[0] < n_used
                                 else steps[local_args[0] - n_used][2])
                 acc_dtype = "float32" if codegen.kind(dtype) == "f" else dtype
+                value = codegen.convert(element_value(local_args[0]), source_dtype, acc_dtype)
+                walk, finished = _walk(op, attrs, walked[j], j, value)
+                monoid, element, result = walk
                 k = codegen.kind(acc_dtype)
-                identity, combine = (t[k] for t in MONOIDS["sum" if op == "mean" else op])
+                identity, combine = (t[k] for t in MONOIDS[monoid])
                 acc_type = codegen.REGISTER[k]
                 shared_types.add(acc_type)
-                lines.append(f"  var acc{j}: {acc_type} = {identity};")
-                value = codegen.convert(element_value(local_args[0]), source_dtype, acc_dtype)
-                body.append(f"    acc{j} = {combine.format(a=f'acc{j}', b=value)};")
+                name = f"acc{j}_{walked[j]}"
+                lines.append(f"  var {name}: {acc_type} = {identity};")
+                body.append(f"    {name} = {combine.format(a=name, b=element)};")
                 shared = f"sh_{acc_type}"
                 folded = combine.format(a=f"{shared}[lid]", b=f"{shared}[lid + s]")
-                result = f"{shared}[0]" + (" / f32(pu(1u))" if op == "mean" else "")
-                if dtype == "float16":
-                    result = f"f32(f16({result}))"
-                after += [f"  {shared}[lid] = acc{j};", "  workgroupBarrier();",
+                after += [f"  {shared}[lid] = {name};", "  workgroupBarrier();",
                           f"  for (var s = {_WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{",
                           f"    if (lid < s) {{ {shared}[lid] = {folded}; }}",
                           "    workgroupBarrier();", "  }",
-                          f"  let v{j}: {codegen.register_type(dtype)} = "
-                          f"{codegen.convert(result, acc_dtype, dtype)};",
+                          f"  let t{j}_{walked[j]}: {acc_type} = {shared}[0];",
                           "  workgroupBarrier();"]
-                done[j] = True
+                walked[j] += 1
+                if finished:
+                    if dtype == "float16":
+                        result = f"f32(f16({result}))"
+                    after.append(f"  let v{j}: {codegen.register_type(dtype)} = "
+                                 f"{codegen.convert(result, acc_dtype, dtype)};")
+                    done[j] = True
             lines += loop(body) + after
             progressed = True
         if not progressed:
@@ -256,6 +262,31 @@ def _render(rank: int, rows: int, dtypes: tuple[str, ...], element_modes: tuple,
             + codegen.bindings([steps[j][2] for j in outputs], list(dtypes), n_params)
             + shared_decls + helpers_for(main)
             + codegen.ENTRY.format(size=_WORKGROUP) + main + "\n}\n")
+
+
+def _walk(op: str, attrs: tuple, walked: int, j: int,
+          value: str) -> tuple[tuple[str, str, str], bool]:
+    """Walk number ``walked`` of reduction ``j`` over ``value`` (one element, in the
+    accumulator's dtype): ((monoid, element folded, result after the last walk),
+    whether it is the last). Walk results are ``t{j}_{walk}``; the row length is
+    ``pu(1u)``. var / std and logsumexp walk twice: the mean or max first."""
+    count = "f32(pu(1u))"
+    if op in ("var", "std"):
+        if walked == 0:
+            return ("sum", value, ""), False
+        deviation = f"(({value}) - t{j}_0 / {count})"
+        spread = f"t{j}_1 / max({count} - {float(attrs[2])!r}, 0.0)"
+        return ("sum", f"{deviation} * {deviation}",
+                f"sqrt({spread})" if op == "std" else spread), True
+    if op == "logsumexp":
+        # An infinite max shifts by 0: inf - inf would turn the answer into NaN.
+        shift = f"select(t{j}_0, 0.0, isinf_f(t{j}_0) || isnan_f(t{j}_0))"
+        if walked == 0:
+            return ("max", value, ""), False
+        return ("sum", f"exp(({value}) - {shift})", f"log(t{j}_1) + {shift}"), True
+    if op == "mean":
+        return ("sum", value, f"t{j}_0 / {count}"), True
+    return (op, value, f"t{j}_0"), True
 
 
 def _computable(slot: int, steps: tuple, per_row: tuple, done: list, n_used: int) -> bool:
