@@ -9,6 +9,7 @@ sync drains it (on the worker, never on the caller's thread).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import Any
@@ -50,6 +51,8 @@ class CupyBackend:
         self.pool = CupyPool()
         self.stream: cupy.cuda.Stream | None = None
         self.memory: cupy.cuda.MemoryPool | None = None
+        # Held for the worker's life: the stream stays current on its thread.
+        self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
 
     def start_worker(self) -> None:
@@ -64,7 +67,11 @@ class CupyBackend:
         # exit, on another thread, and prints "Exception ignored ... using_allocator".
         cupy.cuda.memory._set_thread_local_allocator(self.memory.malloc)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.stream.use()
+        # Entered, not .use()d: CuPy's own `with stream:` blocks (get(stream=...) has one)
+        # restore the top of the thread's stream stack on exit, which after .use() is the
+        # null stream; uploads and kernels then ran there, unordered with the reads (seen
+        # on the H200: 487 op tests read garbage).
+        self._context.enter_context(self.stream)
 
     def synchronize(self) -> None:
         """Wait until the GPU has run everything launched so far (``em.sync``)."""
