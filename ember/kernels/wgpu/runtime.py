@@ -111,7 +111,7 @@ class Runtime:
         self._bind_groups: dict[tuple, Any] = {}
         self._doomed: list[Any] = []
         self._keys_of_buffer: dict[int, list[tuple]] = {}
-        self._pipelines: dict[str, Any] = {}
+        self._pipelines: dict[tuple[int, int, str], Any] = {}
         self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._encoder: Any = None
         self._recorded = 0
@@ -223,7 +223,7 @@ class Runtime:
 
     def pipeline(self, source: str, n_writes: int, n_reads: int) -> Any:
         """The compute pipeline of ``source`` (compiled once per source and binding counts)."""
-        key = f"{n_writes},{n_reads}\n{source}"
+        key = (n_writes, n_reads, source)  # the source's str hash is cached: cheap
         found = self._pipelines.get(key)
         if found is not None:
             self.pipeline_hits += 1
