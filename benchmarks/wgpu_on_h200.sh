@@ -9,7 +9,7 @@ out=${OUT:-wgpu-h200-out}
 mkdir -p "$out"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
-python3 -m pip install -q --no-deps .whl/*.whl
+python3 -m pip install -q --no-index --no-deps .whl/*.whl
 export WGPU_BACKEND_TYPE=Vulkan XDG_RUNTIME_DIR
 XDG_RUNTIME_DIR=$(mktemp -d)
 if ! python3 -c "import ember as em, sys; d = em.available('wgpu'); print(d); sys.exit(not d)"; then
