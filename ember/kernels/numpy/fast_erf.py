@@ -24,8 +24,9 @@ _P = tuple(np.float32(c) for c in (
 _Q = tuple(np.float32(c) for c in (
     1.0, 0.5048561575591719, 0.1153493745033122, 0.01520710382458313,
     0.0011855484611980119, 3.741977011079839e-05))
-# Elements per block: the block's three float32 buffers stay in a core's L2.
-_BLOCK = 1 << 14
+# Elements per block: the fused executor's chunk size, so a chunk is one block (each of
+# the ~25 NumPy calls per block costs about 1 µs of dispatch; measured on custom_gelu).
+_BLOCK = 1 << 15
 
 
 def erf(x: np.ndarray, out: np.ndarray) -> np.ndarray:
