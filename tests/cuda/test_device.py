@@ -8,15 +8,9 @@ import numpy as np
 import pytest
 
 import ember as em
+from tests.cuda.gpu import needs_gpu
 
-pytestmark = pytest.mark.skipif(
-    not em.available("cuda"),
-    reason="no CUDA device: needs CuPy (the cuda12 / cuda13 extra) and an NVIDIA GPU")
-
-
-@pytest.fixture
-def cuda() -> em.Device:
-    return em.cuda(0)
+pytestmark = needs_gpu
 
 
 def _backend(device: em.Device):

@@ -9,11 +9,11 @@ import pytest
 
 import ember as em
 import ember.nn.functional as F
+from tests.cuda.gpu import needs_gpu
 from tests.fusion.batching import _hold_kernel, one_batch
+from tests.fusion.composites import layer_norm, softmax
 
-pytestmark = pytest.mark.skipif(
-    not em.available("cuda"),
-    reason="no CUDA device: needs CuPy (the cuda12 / cuda13 extra) and an NVIDIA GPU")
+pytestmark = needs_gpu
 
 SHAPE = (6, 40, 256)
 
@@ -28,17 +28,6 @@ def cuda() -> em.Device:
 
 def _fused(device: em.Device):
     return device.actor.backend.fused
-
-
-def _softmax(x: em.Tensor) -> em.Tensor:
-    e = (x - x.max(dim=-1, keepdim=True).detach()).exp()
-    return e / e.sum(dim=-1, keepdim=True)
-
-
-def _layer_norm(x: em.Tensor, w: em.Tensor, b: em.Tensor) -> em.Tensor:
-    centered = x - x.mean(dim=-1, keepdim=True)
-    var = (centered * centered).mean(dim=-1, keepdim=True)
-    return centered * (var + 1e-5).rsqrt() * w + b
 
 
 def _launches(device: em.Device, build) -> tuple[int, np.ndarray]:
@@ -62,7 +51,7 @@ def _data(*shapes, seed=0):
 def test_softmax_from_primitives_is_one_kernel(cuda):
     (x,) = _data(SHAPE)
     t = em.from_numpy(x, device=cuda)
-    launched, got = _launches(cuda, lambda: _softmax(t))
+    launched, got = _launches(cuda, lambda: softmax(t))
     assert launched == 1
     e = np.exp(x - x.max(-1, keepdims=True))
     np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
@@ -71,7 +60,7 @@ def test_softmax_from_primitives_is_one_kernel(cuda):
 def test_layer_norm_from_primitives_is_one_kernel(cuda):
     x, w, b = _data(SHAPE, SHAPE[-1:], SHAPE[-1:], seed=1)
     tx, tw, tb = (em.from_numpy(a, device=cuda) for a in (x, w, b))
-    launched, got = _launches(cuda, lambda: _layer_norm(tx, tw, tb))
+    launched, got = _launches(cuda, lambda: layer_norm(tx, tw, tb))
     assert launched == 1
     c = x - x.mean(-1, keepdims=True)
     ref = c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
@@ -111,7 +100,7 @@ def test_permuted_and_broadcast_inputs_reach_the_row_kernel(cuda):
 
     def build(device):
         t = em.from_numpy(x, device=device).permute(2, 1, 0)  # (6, 40, 256), strided
-        return _softmax(t + em.from_numpy(bias, device=device))
+        return softmax(t + em.from_numpy(bias, device=device))
 
     _, got = _launches(cuda, lambda: build(cuda))
     np.testing.assert_allclose(got, build(em.cpu()).numpy(), rtol=1e-5, atol=1e-7)

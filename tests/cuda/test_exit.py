@@ -6,13 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
-import ember as em
+from tests.cuda.gpu import needs_gpu
 
-pytestmark = pytest.mark.skipif(
-    not em.available("cuda"),
-    reason="no CUDA device: needs CuPy (the cuda12 / cuda13 extra) and an NVIDIA GPU")
+pytestmark = needs_gpu
 
 
 def test_exit_prints_no_ignored_exceptions():

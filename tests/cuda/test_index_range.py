@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 import ember as em
+from tests.cuda.gpu import needs_gpu
 
-pytestmark = pytest.mark.skipif(
-    not em.available("cuda"),
-    reason="no CUDA device: needs CuPy (the cuda12 / cuda13 extra) and an NVIDIA GPU")
+pytestmark = needs_gpu
 
 DEVICES = [em.cpu(), pytest.param(em.cuda(0) if em.available("cuda") else None, id="cuda")]
 

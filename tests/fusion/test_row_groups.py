@@ -13,6 +13,7 @@ import ember as em
 from ember.kernels.fusion.planner import Call, Drop, FusionPlanner
 from ember.kernels.numpy import fused
 from tests.fusion.batching import fresh_device, one_batch, step_counts
+from tests.fusion.composites import layer_norm, numpy_layer_norm, numpy_softmax, softmax
 
 pytestmark = pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
                                 reason="EMBER_FUSION=0: fusion is off in this process")
@@ -28,43 +29,22 @@ def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             rng.standard_normal(SHAPE[-1], dtype=np.float32))
 
 
-def _softmax(x: em.Tensor) -> em.Tensor:
-    e = (x - x.max(dim=-1, keepdim=True).detach()).exp()
-    return e / e.sum(dim=-1, keepdim=True)
-
-
-def _layer_norm(x: em.Tensor, w: em.Tensor, b: em.Tensor) -> em.Tensor:
-    centered = x - x.mean(dim=-1, keepdim=True)
-    var = (centered * centered).mean(dim=-1, keepdim=True)
-    return centered * (var + 1e-5).rsqrt() * w + b
-
-
-def _numpy_softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def _numpy_layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    centered = x - x.mean(-1, keepdims=True)
-    return centered / np.sqrt((centered * centered).mean(-1, keepdims=True) + 1e-5) * w + b
-
-
 def test_softmax_is_one_group_and_matches_numpy() -> None:
     device = fresh_device()
     x_np, _, _ = _data()
     x = em.tensor(x_np, device=device)
-    counts = step_counts(device, lambda: _softmax(x))
+    counts = step_counts(device, lambda: softmax(x))
     assert counts == {"groups": 1, "ops_fused": 6, "kernels_launched": 1}  # max alias sub exp sum div
-    np.testing.assert_allclose(_softmax(x).numpy(), _numpy_softmax(x_np), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(softmax(x).numpy(), numpy_softmax(x_np), rtol=1e-6, atol=1e-7)
 
 
 def test_layer_norm_is_one_group_and_matches_numpy() -> None:
     device = fresh_device()
     x_np, w_np, b_np = _data(1)
     x, w, b = (em.tensor(a, device=device) for a in (x_np, w_np, b_np))
-    counts = step_counts(device, lambda: _layer_norm(x, w, b))
+    counts = step_counts(device, lambda: layer_norm(x, w, b))
     assert counts == {"groups": 1, "ops_fused": 9, "kernels_launched": 1}
-    np.testing.assert_allclose(_layer_norm(x, w, b).numpy(), _numpy_layer_norm(x_np, w_np, b_np),
+    np.testing.assert_allclose(layer_norm(x, w, b).numpy(), numpy_layer_norm(x_np, w_np, b_np),
                                rtol=1e-5, atol=1e-5)
 
 
@@ -138,9 +118,9 @@ def test_rows_longer_than_a_block_still_run_whole() -> None:
     device = fresh_device()
     x_np = np.random.default_rng(6).standard_normal((3, 100_003), dtype=np.float32)
     x = em.tensor(x_np, device=device)
-    counts = step_counts(device, lambda: _softmax(x))
+    counts = step_counts(device, lambda: softmax(x))
     assert counts["groups"] == 1
-    np.testing.assert_allclose(_softmax(x).numpy(), _numpy_softmax(x_np), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(softmax(x).numpy(), numpy_softmax(x_np), rtol=1e-5, atol=1e-9)
 
 
 def test_softmax_never_materializes_its_exponentials() -> None:
@@ -149,7 +129,7 @@ def test_softmax_never_materializes_its_exponentials() -> None:
     em.sync(device)
     before = em.stats(device).as_dict()["peak_bytes_held"]
     with one_batch(device):
-        y = _softmax(x)
+        y = softmax(x)
     y.numpy()
     grown = em.stats(device).as_dict()["peak_bytes_held"] - before
     assert grown <= 4 * 2**20 + 1024, grown  # the result; exp's 4 MB never exists
