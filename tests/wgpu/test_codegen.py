@@ -8,7 +8,7 @@ import pytest
 
 from ember.actors.ir import Call
 from ember.errors import DTypeError
-from ember.kernels.wgpu import elementwise
+from ember.kernels.wgpu import codegen, elementwise, pooling, reduction, scalar_ops, sorting
 from ember.kernels.wgpu.pool import size_class
 from ember.kernels.wgpu.runtime import pack_params
 from ember.kernels.wgpu.table import check_dtype
@@ -91,3 +91,38 @@ def test_sources_are_cached_on_disk_for_the_next_process(tmp_path, monkeypatch) 
     monkeypatch.setattr(sources, "_memory", {})  # a fresh process
     assert sources.source("test-kind", key, render) == "// 7 float32\n"
     assert calls == [(7, "float32")]
+
+
+# ----- WGSL whose meaning does not rest on lavapipe's choices ------------------------------
+# The H200 (NVIDIA, Vulkan) run failed on these while lavapipe passed them; a behavioral
+# test on lavapipe cannot catch them, so the generated source is pinned.
+
+def test_integer_remainder_avoids_wgsl_percent() -> None:
+    # SPIR-V OpSRem (WGSL's i32 %) is undefined for negative operands under Vulkan.
+    for op in ("floordiv", "remainder"):
+        body = scalar_ops.expression(op, (), "int32", [("a", "int32"), ("b", "int32")])
+        helpers = scalar_ops.helpers_for(body)
+        assert "a - b * " in helpers and "%" not in helpers, op
+
+
+def test_float_relu_and_bool_casts_test_nan_by_bits() -> None:
+    relu = scalar_ops.expression("relu", (), "float32", [("x", "float32")])
+    assert relu.startswith("max_f(") and "<" not in relu
+    assert "isnan_f(" in scalar_ops.helpers_for(relu)
+    assert codegen.convert("x", "float32", "bool") == "((bitcast<u32>(x) & 0x7fffffffu) != 0u)"
+
+
+@pytest.mark.parametrize("op, in_dtype", [("any", "float32"), ("all", "bool"),
+                                          ("max", "bool"), ("min", "bool")])
+def test_bool_reductions_keep_no_bool_in_workgroup_memory(op: str, in_dtype: str) -> None:
+    source = reduction._render(op, in_dtype, "bool", 1, 1, False)
+    assert "var<workgroup> sh: array<i32, " in source
+    assert "array<bool" not in source and "||" not in source and "&&" not in source
+
+
+def test_nan_by_bits_has_one_definition() -> None:
+    # Sorting and pooling call the elementwise helper rather than repeating its bit test.
+    sort_key = sorting._keys_source("float32")
+    assert "isnan_f(v)" in sort_key and sort_key.count("0x7fffffffu") == 1
+    pool = pooling._source("", "best", "float32", "float32", None)
+    assert pool.count(scalar_ops.HELPERS["isnan_f"]) == 1

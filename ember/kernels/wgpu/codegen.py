@@ -91,8 +91,9 @@ def convert(value: str, source: str, target: str) -> str:
     """Register value ``value`` of dtype ``source`` converted to dtype ``target``.
 
     NumPy's unsafe casts: floats truncate to integers, anything non-zero is
-    true (NaN too: ``!(x == 0)`` is true for NaN, ``x != 0`` might not be).
-    Converting to float16 rounds through f16.
+    true. A float is tested by its bits (any but the sign bit set): NaN is
+    true, and a driver that assumes no NaN may turn ``!(x == 0.0)`` into an
+    ordered ``x != 0.0``, false for NaN. Converting to float16 rounds through f16.
     """
     src, dst = kind(source), kind(target)
     if src == dst:
@@ -102,7 +103,8 @@ def convert(value: str, source: str, target: str) -> str:
     elif dst == "i":
         out = f"i32({value})" if src == "f" else f"select(0, 1, {value})"
     else:
-        out = f"!({value} == 0.0)" if src == "f" else f"({value} != 0)"
+        out = (f"((bitcast<u32>({value}) & 0x7fffffffu) != 0u)" if src == "f"
+               else f"({value} != 0)")
     if target == "float16" and source != "float16":
         out = f"f32(f16({out}))"
     return out

@@ -26,6 +26,7 @@ The output's spatial size is always the message's.
 from __future__ import annotations
 
 from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu.scalar_ops import HELPERS
 from ember.kernels.wgpu.strided import contiguous
 from ember.kernels.wgpu.table import WgpuArray, kernel
 
@@ -58,7 +59,7 @@ _ARGMAX = _OUTPUT_CELL + """
             let x = x_first + j * dw;
             if (x < 0 || x >= w) { continue; }
             let value = xv(plane * h * w + y * w + x);
-            if (!seen || value > best || is_nan(value)) {
+            if (!seen || value > best || isnan_f(value)) {
                 best = value;
                 pick = y * w + x;
                 seen = true;
@@ -187,11 +188,8 @@ def _source(body: str, result: str, out_dtype: str, in_dtype: str, second: str |
         accessors += (f"fn cell(at: i32) -> i32 {{ return in0[u32(pi({x0}u) + at)]; }}\n"
                       f"fn gv(at: i32) -> f32 "
                       f"{{ return {codegen.load('in1', f'u32(pi({g0}u) + at)', second)}; }}\n")
-    # NaN by its bits: shader compilers may fold `v != v` to false.
-    nan = ("fn is_nan(v: f32) -> bool "
-           "{ return (bitcast<u32>(v) & 0x7FFFFFFFu) > 0x7F800000u; }\n"
-           if codegen.kind(in_dtype) == "f"
-           else f"fn is_nan(v: {codegen.register_type(in_dtype)}) -> bool {{ return false; }}\n")
+    nan = (HELPERS["isnan_f"] + "\n" if codegen.kind(in_dtype) == "f"
+           else f"fn isnan_f(v: {codegen.register_type(in_dtype)}) -> bool {{ return false; }}\n")
     found = _SOURCES[key] = (
         codegen.header([out_dtype, in_dtype] + ([second] if second else []))
         + codegen.bindings([out_dtype], reads, len(_PARAMS)) + accessors + nan + _DIVISOR

@@ -26,16 +26,20 @@ _I32_MAX = "2147483647"
 _I32_MIN = "(-2147483647 - 1)"
 
 # op -> (identity by kind, combine template by kind); the accumulator has the output's kind.
+# Bools accumulate as i32 0 / 1 (``_BOOL_WORD``), any / max as max, all / min as min: a
+# bool array in workgroup memory read back wrong on NVIDIA's Vulkan driver (the H200 run:
+# all() of an empty row gave false), while i32 workgroup arrays are read right everywhere.
 MONOIDS = {
     "sum": ({"f": "0.0", "i": "0"}, {"f": "({a} + {b})", "i": "({a} + {b})"}),
     "prod": ({"f": "1.0", "i": "1"}, {"f": "({a} * {b})", "i": "({a} * {b})"}),
-    "max": ({"f": f"(-{_F32_MAX})", "i": _I32_MIN, "b": "false"},
-            {"f": "max_f({a}, {b})", "i": "max({a}, {b})", "b": "({a} || {b})"}),
-    "min": ({"f": _F32_MAX, "i": _I32_MAX, "b": "true"},
-            {"f": "min_f({a}, {b})", "i": "min({a}, {b})", "b": "({a} && {b})"}),
-    "any": ({"b": "false"}, {"b": "({a} || {b})"}),
-    "all": ({"b": "true"}, {"b": "({a} && {b})"}),
+    "max": ({"f": f"(-{_F32_MAX})", "i": _I32_MIN, "b": "0"},
+            {"f": "max_f({a}, {b})", "i": "max({a}, {b})", "b": "max({a}, {b})"}),
+    "min": ({"f": _F32_MAX, "i": _I32_MAX, "b": "1"},
+            {"f": "min_f({a}, {b})", "i": "min({a}, {b})", "b": "min({a}, {b})"}),
+    "any": ({"b": "0"}, {"b": "max({a}, {b})"}),
+    "all": ({"b": "1"}, {"b": "min({a}, {b})"}),
 }
+_BOOL_WORD = "int32"
 
 
 def _offset_code(name: str, index: str, base: int, rank: int) -> str:
@@ -85,9 +89,11 @@ def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank
     """
     acc_dtype = "bool" if op in ("any", "all") else out_dtype
     k = codegen.kind(acc_dtype)
-    acc_type = codegen.REGISTER[k]
     raw = codegen.load("in0", "{index}", in_dtype)
     element = codegen.convert(raw, in_dtype, acc_dtype if k != "f" else "float32")
+    if k == "b":
+        element = codegen.convert(element, "bool", _BOOL_WORD)
+    acc_type = codegen.register_type(_BOOL_WORD if k == "b" else acc_dtype)
     extra = 3 + 2 * (kept_rank + reduced_rank)
     index = f"{codegen.LINEAR_INDEX.format(size=1).replace('gid', 'wid')}"
     body = [f"  let w: u32 = {index};", "  if (w >= pu(0u)) { return; }"]
@@ -104,7 +110,7 @@ def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank
         identity, combine = (t[k] for t in MONOIDS[op])
         body.append(_pass("acc", identity, combine, element, kept_rank, reduced_rank, split))
         body.append(_tree("acc", combine, "total"))
-        result = "total"
+        result = codegen.convert("total", _BOOL_WORD, "bool") if k == "b" else "total"
     elif op == "mean":
         combine = "({a} + {b})"
         body.append(_pass("acc", "0.0", combine, element, kept_rank, reduced_rank, split))

@@ -63,11 +63,15 @@ HELPERS: dict[str, str] = {
               "  if (b == 0.0 || isnan_f(m)) { return " + _NAN + "; }\n"
               "  if (m != 0.0) { if ((b < 0.0) != (m < 0.0)) { m = m + b; } return m; }\n"
               "  return sign_of(b);\n}"),
+    # WGSL's i32 `%` becomes SPIR-V OpSRem, whose result Vulkan leaves undefined for a
+    # negative operand (NVIDIA's driver gives the unsigned remainder: -1 % 5 = 0 on the
+    # H200). OpSDiv is defined for every sign, so the remainder is a - b * (a / b).
     # Integer division by zero gives 0 here (the CPU raises; a shader cannot).
     "floordiv_i": ("fn floordiv_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } "
-                   "var q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) { q = q - 1; } "
+                   "var q = a / b; if ((a - b * q != 0) && ((a < 0) != (b < 0))) { q = q - 1; } "
                    "return q; }"),
-    "rem_i": ("fn rem_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } var r = a % b; "
+    "rem_i": ("fn rem_i(a: i32, b: i32) -> i32 { if (b == 0) { return 0; } "
+              "var r = a - b * (a / b); "
               "if (r != 0 && ((r < 0) != (b < 0))) { r = r + b; } return r; }"),
     # C's pow: a finite negative base needs an integral exponent (sign by parity); the
     # signs of zero and infinite bases and (-1) ** inf = 1 as in C.
@@ -210,7 +214,9 @@ def _unary(op: str, attrs: tuple, dtype: str, x: str, source: str) -> str:
     if op == "abs":
         return f"abs({x})"
     if op == "relu":
-        return f"select({x}, 0.0, {x} < 0.0)" if k == "f" else f"max({x}, 0)"
+        # Not select(x, 0.0, x < 0.0): NVIDIA's compiler turns that into a max that drops
+        # NaN (relu(NaN) gave 0 on the H200); max_f tests NaN by its bits.
+        return f"max_f({x}, 0.0)" if k == "f" else f"max({x}, 0)"
     if op == "sign":
         return f"sign_f({x})" if k == "f" else f"sign({x})"
     if op in ("floor", "ceil", "round"):

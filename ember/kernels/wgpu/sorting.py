@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu.scalar_ops import HELPERS
 from ember.kernels.wgpu.strided import contiguous
 from ember.kernels.wgpu.table import WgpuArray, kernel
 
@@ -29,12 +30,11 @@ _THREADS = 256
 
 _ORDER_KEY = {
     "f": """fn order_key(v: f32) -> u32 {
+    if (isnan_f(v)) { return 0xFFFFFFFFu; }
     let b = bitcast<u32>(select(v, 0.0, v == 0.0));
-    // NaN by its bits: shader compilers may fold `v != v` to false.
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u) { return 0xFFFFFFFFu; }
     return select(b ^ 0x80000000u, ~b, (b >> 31u) == 1u);
 }
-""",
+""" + HELPERS["isnan_f"] + "\n",
     "i": "fn order_key(v: i32) -> u32 { return bitcast<u32>(v) ^ 0x80000000u; }\n",
     "b": "fn order_key(v: bool) -> u32 { return select(0u, 1u, v); }\n",
 }
