@@ -18,7 +18,8 @@ def device(request) -> em.Device:
 
 def _refused_dtype(error: BaseException) -> DTypeError | None:
     """The device's refusal of a dtype it cannot hold (WGSL has no float64, bfloat16 or
-    int64 past int32), whether raised directly or as the cause of a failed read."""
+    int64 past int32): raised at the call, or as the cause of a failed read for values
+    that reached the device by a move."""
     cause = error.__cause__ if isinstance(error, KernelError) else error
     if isinstance(cause, DTypeError) and ("is not supported on" in str(cause)
                                           or "do not fit" in str(cause)

@@ -74,6 +74,10 @@ class DeviceActor:
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.name = name
         self.backend = backend
+        # The backend's dtype refusal, run by ops as they submit (None: it holds every
+        # dtype), so that a dtype the device cannot hold raises on the caller's line:
+        # check_dtype(dtype_name, op, values=None), values being an upload's host array.
+        self.check_dtype: Any = getattr(backend, "check_dtype", None)
         self.max_ops = max_ops
         self.max_bytes = max_bytes
         self._lock = threading.Lock()

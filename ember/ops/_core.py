@@ -57,11 +57,17 @@ def _new_tensor(*args: Any) -> Any:  # replaced by Tensor._new on first use
 
 def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
          attrs: tuple = (), device: Device | None = None) -> Any:
-    """Submit op ``op`` on tensors ``inputs`` and return the output tensor at once."""
+    """Submit op ``op`` on tensors ``inputs`` and return the output tensor at once.
+
+    Raises:
+        DTypeError: ``device`` cannot hold ``dtype`` (float64 on wgpu).
+    """
     if device is None:
         device = _result_device(inputs)
     out = next_id()
     actor = device.actor
+    if actor.check_dtype is not None:
+        actor.check_dtype(dtype.name, op)
     actor.submit(Call(op, out, tuple([t._id for t in inputs]), attrs, shape, dtype.name,
                       user_site()), math.prod(shape) * dtype.itemsize)
     tensor = _new_tensor(out, shape, dtype, device)
@@ -77,6 +83,9 @@ def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tupl
     device = _result_device(inputs)
     outs = tuple(next_id() for _ in shapes)
     actor = device.actor
+    if actor.check_dtype is not None:
+        for d in dtypes:
+            actor.check_dtype(d.name, op)
     actor.submit(MultiCall(op, outs, tuple(t._id for t in inputs), attrs, shapes,
                            tuple(d.name for d in dtypes), user_site()),
                  sum(math.prod(s) * d.itemsize for s, d in zip(shapes, dtypes)))

@@ -79,6 +79,8 @@ def _transfer(x: Tensor, device: Device) -> Tensor:
     if device.name == x.device.name:
         # Same actor, other autodiff flag: a new handle on the same buffer.
         return call("alias", (x,), x.shape, x.dtype, (), device)
+    if device.actor.check_dtype is not None:
+        device.actor.check_dtype(x.dtype.name, "to")
     ticket = x.device.actor.send(x._id)
     out = next_id()
     device.actor.submit(Receive(out, ticket, x.shape, x.dtype.name, user_site()),
@@ -239,7 +241,7 @@ def _device_import(obj: Any, source: tuple[int, int], device: Any) -> Tensor | N
             array = array.astype(target.np)
         from ember.ops.creation import upload
 
-        tensor = upload(array, target, candidate)
+        tensor = upload(array, target, candidate, "from_dlpack")
         return tensor if device is None else tensor.to(resolve_device(device))
     return None
 
@@ -306,4 +308,4 @@ def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
         array = array.astype(target.np)
     from ember.ops.creation import upload
 
-    return upload(array, target, device)
+    return upload(array, target, device, "from_dlpack")

@@ -26,9 +26,16 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating, _dtype.bfloat16
 _INT64 = np.iinfo(np.int64)
 
 
-def upload(array: np.ndarray, dtype: DType, device: Any) -> Tensor:
-    """Hand ``array`` (which the caller never touches again) to the device as a tensor."""
+def upload(array: np.ndarray, dtype: DType, device: Any, op: str = "tensor") -> Tensor:
+    """Hand ``array`` (which the caller never touches again) to the device as a tensor.
+
+    Raises:
+        DTypeError: naming ``op``: the device cannot hold ``dtype`` or these values
+            (int64 past int32 on wgpu).
+    """
     device = resolve_device(device)
+    if device.actor.check_dtype is not None:
+        device.actor.check_dtype(dtype.name, op, array)
     out = next_id()
     device.actor.submit(Upload(out, array, user_site()), array.nbytes)
     return make(out, array.shape, dtype, device)

@@ -10,7 +10,8 @@ adapter's storage buffers per shader stage.
 
 Dtypes: float32, int32, bool (as u32), int64 (stored as int32: uploads must
 fit, reads widen back), float16 where the adapter has ``shader-f16``.
-float64 and bfloat16 raise ``DTypeError`` (WGSL has neither).
+float64 and bfloat16 raise ``DTypeError`` (WGSL has neither) at the call that makes
+them (``WgpuBackend.check_dtype``, which ops run as they are submitted).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from ember.kernels.fusion.planner import REDUCTIONS, FusionPlanner
 from ember.kernels.wgpu import elementwise, rows, strided
 from ember.kernels.wgpu.runtime import Runtime, adapters
-from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype
+from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype, check_values
 
 # Kernel modules: importing one registers its kernels. Modules still being written
 # are skipped until their file exists, so the package works while it grows.
@@ -53,6 +54,13 @@ class WgpuBackend:
     def __init__(self, index: int) -> None:
         self.index = index
         self.rt = Runtime(index)
+
+    def check_dtype(self, dtype: str, op: str, values: np.ndarray | None = None) -> None:
+        """Raise ``DTypeError`` on the caller's thread when ``op`` makes a ``dtype`` this
+        adapter cannot hold, or uploads host ``values`` it cannot hold (int64 past int32)."""
+        check_dtype(dtype, op, self.rt.name, self.rt.has_f16)
+        if values is not None:
+            check_values(values, op, self.rt.name)
 
     def run(self, msg: Any, inputs: list) -> Any:
         found = KERNELS.get(msg.op)

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from ember.actors import trace as _trace
-from ember.errors import DeviceError, DTypeError
+from ember.errors import DeviceError
 from ember.kernels.wgpu.pool import BufferPool
-from ember.kernels.wgpu.table import STORAGE, Allocation, WgpuArray, check_dtype, contiguous_strides
+from ember.kernels.wgpu.table import (STORAGE, Allocation, WgpuArray, check_dtype, check_values,
+                                      contiguous_strides)
 
 _COMPUTE_BACKENDS = ("Vulkan", "Metal", "D3D12")
 # Seconds adapter discovery may take (lavapipe: ~1.5 s) before wgpu counts as absent.
@@ -49,7 +50,6 @@ _RING_BYTES = 4 << 20
 _PARAMS_BYTES = 4096
 # Bind groups cached per device (a guess: a large model's step uses a few thousand).
 _MAX_BIND_GROUPS = 4096
-_INT32 = np.iinfo(np.int32)
 
 _adapters: list | None = None
 _adapters_lock = threading.Lock()
@@ -154,11 +154,8 @@ class Runtime:
         """Copy a host array to the device (int64 must fit int32; see table.STORAGE)."""
         dtype = str(data.dtype)
         check_dtype(dtype, "upload", self.name, self.has_f16)
+        check_values(data, "upload", self.name)
         storage = STORAGE[dtype][2]
-        if dtype == "int64" and data.size and (data.min() < _INT32.min or data.max() > _INT32.max):
-            raise DTypeError(f"upload: int64 values outside the int32 range do not fit on "
-                             f"{self.name} (WGSL has no 64-bit integers; ember stores int64 "
-                             f"as int32 there): min {data.min()}, max {data.max()}")
         out = self.empty(data.shape, dtype)
         host = np.ascontiguousarray(data, dtype=storage)
         raw = host.tobytes()

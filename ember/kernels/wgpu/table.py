@@ -102,6 +102,20 @@ def check_dtype(dtype: str, what: str, device: str, has_f16: bool) -> None:
     raise DTypeError(f"{what}: {dtype} is not supported on {device}: {reason}")
 
 
+_INT32 = np.iinfo(np.int32)
+
+
+def check_values(data: np.ndarray, what: str, device: str) -> None:
+    """Raise ``DTypeError`` naming ``what`` and ``device`` when host int64 ``data`` has
+    values past int32, which the device's int32 storage of int64 cannot hold."""
+    if data.dtype == np.int64 and data.size:
+        low, high = data.min(), data.max()
+        if low < _INT32.min or high > _INT32.max:
+            raise DTypeError(f"{what}: int64 values outside the int32 range do not fit on "
+                             f"{device} (WGSL has no 64-bit integers; ember stores int64 "
+                             f"as int32 there): min {low}, max {high}")
+
+
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     step = 1
