@@ -13,7 +13,10 @@ row for row, so fused and unfused results are identical.
 from __future__ import annotations
 
 import math
+import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -25,6 +28,22 @@ from ember.kernels.numpy.table import KERNELS, NP
 # Elements per chunk: a few float32 chunk buffers fit in a core's L2 (a guess, tuned
 # on custom_gelu here: 16K-64K elements all run within a few percent).
 CHUNK_ELEMENTS = 1 << 15
+# Threads that evaluate one large group's blocks side by side: the cores, as PyTorch
+# uses them; EMBER_CPU_THREADS=1 keeps a group on its device's worker.
+THREADS = int(os.environ.get("EMBER_CPU_THREADS", "0")) or os.cpu_count() or 1
+# Blocks per thread below which one thread does it all (a hand-over costs tens of µs).
+_MIN_BLOCKS_PER_THREAD = 4
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def _helper_pool() -> ThreadPoolExecutor:
+    """The helper threads every CPU device shares (created on first use)."""
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None:
+            _helpers = ThreadPoolExecutor(THREADS - 1, thread_name_prefix="ember-cpu-helper")
+        return _helpers
 _LOW_PRECISION = ("float16", "bfloat16")
 
 
@@ -151,17 +170,11 @@ def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None
         return
     arrays = [a for a in inputs if isinstance(a, np.ndarray) and a.ndim]
     if all(a.shape == shape and a.flags.c_contiguous for a in arrays):
-        flat_inputs = [a.reshape(-1) if isinstance(a, np.ndarray) and a.ndim else a
-                       for a in inputs]
+        flat_inputs = [(a.reshape(-1), True) if isinstance(a, np.ndarray) and a.ndim
+                       else (a, False) for a in inputs]
         flat_full = [f.reshape(-1) if f is not None else None for f in full]
-        scratch = _Scratch(group, program, full, (CHUNK_ELEMENTS,))
-        for start in range(0, total, CHUNK_ELEMENTS):
-            stop = min(start + CHUNK_ELEMENTS, total)
-            scratch.length = stop - start
-            _evaluate(program, group, members,
-                      [a[start:stop] if isinstance(a, np.ndarray) and a.ndim else a
-                       for a in flat_inputs],
-                      [f[start:stop] if f is not None else None for f in flat_full], scratch)
+        _in_blocks(group, program, members, flat_inputs, flat_full, total, CHUNK_ELEMENTS,
+                   (CHUNK_ELEMENTS,))
         return
     shape, inputs, full = _merge_leading_dims(shape, inputs, full)
     rows = shape[0]
@@ -170,13 +183,8 @@ def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None
     if rows <= 1 or block >= rows:
         _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
         return
-    scratch = _Scratch(group, program, full, (block, *shape[1:]))
-    for start in range(0, rows, block):
-        stop = min(start + block, rows)
-        scratch.length = stop - start
-        _evaluate(program, group, members,
-                  [a[start:stop] if _spans_rows(a, shape) else a for a in inputs],
-                  [f[start:stop] if f is not None else None for f in full], scratch)
+    _in_blocks(group, program, members, [(a, _spans_rows(a, shape)) for a in inputs], full,
+               rows, block, (block, *shape[1:]))
 
 
 def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
@@ -197,16 +205,46 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
     block = max(1, CHUNK_ELEMENTS // max(math.prod(shape[merged:]), 1))
     inputs = views
     full = [f.reshape((rows, *f.shape[merged:])) if f is not None else None for f in full]
-    scratch = _Scratch(group, program, full)
-    for start in range(0, rows, block):
-        stop = min(start + block, rows)
-        length = stop - start
-        if start == 0 or length != block:
-            messages = [_block_message(m, merged, length) for m in members]
-        scratch.length = length
-        _evaluate(program, group, messages,
-                  [a[start:stop] if spans else a for a, spans in inputs],
-                  [f[start:stop] if f is not None else None for f in full], scratch)
+    _in_blocks(group, program, [_block_message(m, merged, block) for m in members], inputs,
+               full, rows, block, None,
+               [_block_message(m, merged, rows % block) for m in members] if rows % block else None)
+
+
+def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: list,
+               rows: int, block: int, scratch_shape: tuple[int, ...] | None,
+               last_messages: list | None = None) -> None:
+    """Evaluate rows [0, rows) of every input (``(value, spans rows)``) and output in
+    blocks of ``block`` rows, spread over ``THREADS`` threads in contiguous spans (NumPy
+    releases the GIL inside its loops); each thread has its own scratch buffers.
+    ``last_messages``: the members as a short last block runs them, where they differ."""
+
+    def span(lo: int, hi: int) -> None:
+        scratch = _Scratch(group, program, full, scratch_shape)
+        for start in range(lo, hi, block):
+            stop = min(start + block, rows)
+            scratch.length = stop - start
+            short = last_messages is not None and stop - start != block
+            _evaluate(program, group, last_messages if short else messages,
+                      [a[start:stop] if spans else a for a, spans in inputs],
+                      [f[start:stop] if f is not None else None for f in full], scratch)
+
+    count = -(-rows // block)
+    threads = min(THREADS, count // _MIN_BLOCKS_PER_THREAD)
+    if threads <= 1:
+        span(0, rows)
+        return
+    per = -(-count // threads) * block
+    helpers = _helper_pool()
+    spans = [helpers.submit(span, lo, min(lo + per, rows)) for lo in range(per, rows, per)]
+    try:
+        span(0, per)
+    finally:
+        # Every span finishes before anything is raised: a failed group is re-run member
+        # by member, which must not race with spans still writing.
+        errors = [f.exception() for f in spans]
+    for error in errors:
+        if error is not None:
+            raise error
 
 
 def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
