@@ -81,11 +81,11 @@ def _torch_fn(name: str):
 
 # ----- ember ----------------------------------------------------------------------------
 
-def ember_seconds(name: str, backward: bool) -> tuple[float, int]:
-    """Median seconds of one step and the kernels one step launches."""
-    shape, repeats = WORKLOADS[name]
+def ember_workload(name: str, shape: tuple[int, ...], base: em.Device, backward: bool):
+    """(step, forward, device): ``step`` runs workload ``name`` on ``base`` (its autodiff
+    twin with ``backward``) and reads the results; ``forward`` only builds its output."""
     data = _data(shape)
-    device = em.cpu().autodiff() if backward else em.cpu()
+    device = base.autodiff() if backward else base
     x, g, w, b = (em.tensor(data[k], device=device) for k in ("x", "g", "w", "b"))
     fn = _ember_fn(name)
     tracked = [x] + ([w, b] if name == "layer_norm" else [])
@@ -102,6 +102,13 @@ def ember_seconds(name: str, backward: bool) -> tuple[float, int]:
         else:
             y.numpy()
 
+    return step, (lambda: fn(x, w, b)), device
+
+
+def ember_seconds(name: str, backward: bool) -> tuple[float, int]:
+    """Median seconds of one step and the kernels one step launches."""
+    shape, repeats = WORKLOADS[name]
+    step, _, device = ember_workload(name, shape, em.cpu(), backward)
     step()
     em.sync()
     before = em.stats(device).kernels_launched

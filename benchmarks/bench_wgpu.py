@@ -48,29 +48,6 @@ def _runtime(device: em.Device):
     return device.actor.backend.rt
 
 
-def _setup(name: str, shape: tuple[int, ...], backward: bool):
-    data = bench_fusion._data(shape)
-    base = _device()
-    device = base.autodiff() if backward else base
-    x, g, w, b = (em.tensor(data[k], device=device) for k in ("x", "g", "w", "b"))
-    fn = bench_fusion._ember_fn(name)
-    tracked = [x] + ([w, b] if name == "layer_norm" else [])
-    if backward:
-        for t in tracked:
-            t.require_grad()
-
-    def step() -> None:
-        y = fn(x, w, b)
-        if backward:
-            grads = y.backward(g)
-            for t in tracked:
-                t.grad(grads).numpy()
-        else:
-            y.numpy()
-
-    return step, (lambda: fn(x, w, b)), device
-
-
 def ember_figures(shapes: dict[str, tuple[int, ...]]) -> dict[str, list]:
     """Per workload and direction: [first-step s, median s, kernels/step, pipelines compiled
     by the first step, forward device GB/s or None]."""
@@ -78,7 +55,7 @@ def ember_figures(shapes: dict[str, tuple[int, ...]]) -> dict[str, list]:
     rt = _runtime(_device())
     for name, shape in shapes.items():
         for backward in (False, True):
-            step, forward, device = _setup(name, shape, backward)
+            step, forward, device = bench_fusion.ember_workload(name, shape, _device(), backward)
             compiled = rt.compiles
             start = time.perf_counter()
             step()

@@ -29,11 +29,13 @@ _READ_PARAMS = "".join(f"    let {name} = pi({i}u);\n" for i, name in enumerate(
 
 # Each body sees the params by name and `f`, the invocation's element; it leaves the sum in
 # `acc` and reads inputs through `xv(at)` / `wv(at)` (f32 values).
-_CONV = """
+# The output cell (b, o, oy, ox) of element f, for the bodies that sum into one output cell.
+_OUTPUT_CELL = """
     let ox = f % ow;
     let oy = (f / ow) % oh;
     let o = (f / (ow * oh)) % c_out;
-    let b = f / (ow * oh * c_out);
+    let b = f / (ow * oh * c_out);"""
+_CONV = _OUTPUT_CELL + """
     let per_group = w_in;
     let g = o / (c_out / groups);
     for (var c = 0; c < per_group; c++) {
@@ -53,11 +55,7 @@ _CONV = """
 
 # The transpose: input cell t reaches output cell t·s + i·d - p, so an output cell y
 # gathers the t = (y + p - i·d) / s that divide exactly and fall inside the input.
-_TRANSPOSE = """
-    let ox = f % ow;
-    let oy = (f / ow) % oh;
-    let o = (f / (ow * oh)) % c_out;
-    let b = f / (ow * oh * c_out);
+_TRANSPOSE = _OUTPUT_CELL + """
     let out_per_group = w_in;
     let in_per_group = c_in / groups;
     let g = o / out_per_group;

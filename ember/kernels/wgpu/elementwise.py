@@ -230,16 +230,23 @@ def output_chunks(wanted: list[int], args: Sequence[tuple[int, ...]], n_inputs: 
     return chunks
 
 
-def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
-               inputs: Sequence[WgpuArray], outputs: list[int], shape: tuple[int, ...],
-               count: int, results: list) -> None:
+def chunk_slots(outputs: Sequence[int], args: Sequence[tuple[int, ...]],
+                inputs: Sequence[WgpuArray]) -> tuple[list[WgpuArray], list[int], dict[int, int]]:
+    """What a chunk computing members ``outputs`` reads: (the inputs it uses, the members
+    it computes, group slot -> the chunk's slot: its used inputs first, then its members)."""
     n_inputs = len(inputs)
     needed = needs(outputs, args, n_inputs)
     input_slots = sorted(s for s in needed if s < n_inputs)
     member_ids = sorted(s - n_inputs for s in needed if s >= n_inputs)
     slot_map = {s: k for k, s in enumerate(input_slots)}
     slot_map.update({n_inputs + j: len(input_slots) + k for k, j in enumerate(member_ids)})
-    used = [inputs[s] for s in input_slots]
+    return [inputs[s] for s in input_slots], member_ids, slot_map
+
+
+def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
+               inputs: Sequence[WgpuArray], outputs: list[int], shape: tuple[int, ...],
+               count: int, results: list) -> None:
+    used, member_ids, slot_map = chunk_slots(outputs, args, inputs)
     modes = [input_mode(a, shape) for a in used]
     steps = []
     scalar_values: list[int | float] = []

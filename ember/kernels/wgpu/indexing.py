@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from ember.kernels.wgpu import codegen
-from ember.kernels.wgpu.strided import ACCUMULATOR, Index, contiguous, copy, copy_into, launch
+from ember.kernels.wgpu.strided import (ACCUMULATOR, Index, contiguous, copy, copy_into, launch,
+                                        walk)
 from ember.kernels.wgpu.table import WgpuArray, contiguous_strides, kernel
 
 
@@ -219,28 +220,13 @@ def _select_source(dtype: str, mask_dtype: str, value_dtype: str | None) -> str:
         return found
     reads = [dtype, mask_dtype] + ([value_dtype] if value_dtype else [])
     if value_dtype is None:
-        value = {"f": "pf(4u)", "i": "pi(4u)", "b": "(pu(4u) != 0u)"}[codegen.kind(dtype)]
+        value = {"f": "pf(5u)", "i": "pi(5u)", "b": "(pu(5u) != 0u)"}[codegen.kind(dtype)]
     else:
         value = codegen.convert(codegen.load("in2", "u32(v)", value_dtype), value_dtype, dtype)
     mask = codegen.convert(codegen.load("in1", "u32(m)", mask_dtype), mask_dtype, "bool")
     found = _SELECT[key] = (
         codegen.header(reads) + codegen.bindings([dtype], reads, 8)
-        + codegen.ENTRY.format(size=256) + f"""
-    let i = i32({codegen.LINEAR_INDEX.format(size=256)});
-    if (i >= pi(0u)) {{ return; }}
-    let rank = pi(1u);
-    var rest = i;
-    var s = pi(2u);
-    var m = pi(3u);
-    var v = pi(5u);
-    for (var k = rank - 1; k >= 0; k--) {{
-        let size = pi(u32(8 + k));
-        let c = rest % size;
-        rest = rest / size;
-        s += c * pi(u32(8 + rank + k));
-        m += c * pi(u32(8 + 2 * rank + k));
-        v += c * pi(u32(8 + 3 * rank + k));
-    }}
+        + codegen.ENTRY.format(size=256) + walk(("s", "m", "v"), 8) + f"""
     let x = {codegen.load("in0", "u32(s)", dtype)};
     out0[u32(i)] = {codegen.store(f"select(x, {value}, {mask})", dtype)};
 }}
@@ -266,7 +252,7 @@ def _masked_fill(msg, rt, x, mask, *value):
         fill_param = float(scalar) if codegen.kind(msg.dtype) == "f" else int(scalar)
         value_strides = (0,) * len(shape)
         value_offset = 0
-    params = ([count, len(shape), x.offset, mask.offset, fill_param, value_offset, 0, 0]
+    params = ([count, len(shape), x.offset, mask.offset, value_offset, fill_param, 0, 0]
               + list(shape) + list(x.broadcast_strides(shape))
               + list(mask.broadcast_strides(shape)) + list(value_strides))
     reads = [x, mask] + ([filler] if filler is not None else [])

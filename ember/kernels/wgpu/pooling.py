@@ -259,32 +259,33 @@ def _avg_window(attrs: tuple) -> tuple[list[int], tuple[int, int]]:
             (divisor_override or 0, int(count_include_pad)))
 
 
+def _sum_pool(msg, rt, body: str, x: WgpuArray, plane: tuple[int, ...],
+              pooled: tuple[int, ...], window: list[int],
+              divisor: tuple[int, int] = (0, 0)) -> WgpuArray:
+    """An averaging kernel ``body`` (forward or backward) over ``x`` into ``msg``'s output:
+    ``plane`` is the shape before pooling, ``pooled`` the shape after."""
+    source = _source(body, "acc", msg.dtype, x.dtype, None)
+    return _dispatch(rt, msg.shape, msg.dtype, source, [x], _hw(plane), _hw(pooled), window,
+                     divisor)
+
+
 @kernel("avg_pool2d")
 def _avg_pool2d(msg, rt, x):
-    window, divisor = _avg_window(msg.attrs)
-    source = _source(_AVG, "acc", msg.dtype, x.dtype, None)
-    return _dispatch(rt, msg.shape, msg.dtype, source, [x], _hw(x.shape), _hw(msg.shape),
-                     window, divisor)
+    return _sum_pool(msg, rt, _AVG, x, x.shape, msg.shape, *_avg_window(msg.attrs))
 
 
 @kernel("avg_pool2d_backward")
 def _avg_pool2d_backward(msg, rt, grad):
-    window, divisor = _avg_window(msg.attrs)
-    source = _source(_AVG_BACKWARD, "acc", msg.dtype, grad.dtype, None)
-    return _dispatch(rt, msg.shape, msg.dtype, source, [grad], _hw(msg.shape), _hw(grad.shape),
-                     window, divisor)
+    return _sum_pool(msg, rt, _AVG_BACKWARD, grad, msg.shape, grad.shape,
+                     *_avg_window(msg.attrs))
 
 
 @kernel("adaptive_avg_pool2d")
 def _adaptive_avg_pool2d(msg, rt, x):
-    source = _source(_ADAPTIVE, "acc", msg.dtype, x.dtype, None)
-    return _dispatch(rt, msg.shape, msg.dtype, source, [x], _hw(x.shape), _hw(msg.shape),
-                     [0] * 8)
+    return _sum_pool(msg, rt, _ADAPTIVE, x, x.shape, msg.shape, [0] * 8)
 
 
 @kernel("adaptive_avg_pool2d_backward")
 def _adaptive_avg_pool2d_backward(msg, rt, grad):
-    source = _source(_ADAPTIVE_BACKWARD, "acc", msg.dtype, grad.dtype, None)
-    return _dispatch(rt, msg.shape, msg.dtype, source, [grad], _hw(msg.shape), _hw(grad.shape),
-                     [0] * 8)
+    return _sum_pool(msg, rt, _ADAPTIVE_BACKWARD, grad, msg.shape, grad.shape, [0] * 8)
 

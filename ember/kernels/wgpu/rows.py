@@ -23,8 +23,8 @@ from typing import Any
 from ember.kernels.fusion.planner import VIEWS
 from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.elementwise import (
+    chunk_slots,
     input_mode,
-    needs,
     output_chunks,
     param_value,
     place_scalars,
@@ -64,13 +64,7 @@ def evaluate_rows(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...
 def _run_chunk(rt: Any, members: Sequence[Any], args: Sequence[tuple[int, ...]],
                inputs: Sequence[WgpuArray], outputs: list[int], shape: tuple[int, ...],
                rows: int, results: list) -> None:
-    n_inputs = len(inputs)
-    needed = needs(outputs, args, n_inputs)
-    input_slots = sorted(s for s in needed if s < n_inputs)
-    member_ids = sorted(s - n_inputs for s in needed if s >= n_inputs)
-    slot_map = {s: k for k, s in enumerate(input_slots)}
-    slot_map.update({n_inputs + j: len(input_slots) + k for k, j in enumerate(member_ids)})
-    used = [inputs[s] for s in input_slots]
+    used, member_ids, slot_map = chunk_slots(outputs, args, inputs)
     n_used = len(used)
     steps = []
     scalar_values: list[int | float] = []

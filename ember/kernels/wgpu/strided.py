@@ -108,26 +108,37 @@ def _source(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: bool) -> 
     found = _SOURCES[key] = (
         codegen.header([src_dtype, dst_dtype])
         + _declarations(src_dtype, dst_dtype, indexed, accumulate)
-        + codegen.ENTRY.format(size=256) + f"""
-    let i = i32({codegen.LINEAR_INDEX.format(size=256)});
-    if (i >= pi(0u)) {{ return; }}
-    let rank = pi(1u);
-    var rest = i;
-    var s = pi(2u);
-    var d = pi(3u);
-    var at = pi(4u);
-    for (var k = rank - 1; k >= 0; k--) {{
-        let size = pi(u32({_HEADER} + k));
-        let c = rest % size;
-        rest = rest / size;
-        s += c * pi(u32({_HEADER} + rank + k));
-        d += c * pi(u32({_HEADER} + 2 * rank + k));
-        at += c * pi(u32({_HEADER} + 3 * rank + k));
-    }}{pick}
+        + codegen.ENTRY.format(size=256) + walk(("s", "d", "at"), _HEADER) + f"""{pick}
     {write}
 }}
 """)
     return found
+
+
+def walk(names: tuple[str, str, str], header: int) -> str:
+    """WGSL (a 256-wide entry point's first lines) setting i32 ``names`` to the element
+    offsets of invocation ``i`` in three strided arrays of one shape.
+
+    Params: 0 the element count, 1 the rank, 2..4 the arrays' offsets, then from
+    ``header`` the shape and each array's strides (rank values each).
+    """
+    a, b, c = names
+    return f"""
+    let i = i32({codegen.LINEAR_INDEX.format(size=256)});
+    if (i >= pi(0u)) {{ return; }}
+    let rank = pi(1u);
+    var rest = i;
+    var {a} = pi(2u);
+    var {b} = pi(3u);
+    var {c} = pi(4u);
+    for (var k = rank - 1; k >= 0; k--) {{
+        let size = pi(u32({header} + k));
+        let c = rest % size;
+        rest = rest / size;
+        {a} += c * pi(u32({header} + rank + k));
+        {b} += c * pi(u32({header} + 2 * rank + k));
+        {c} += c * pi(u32({header} + 3 * rank + k));
+    }}"""
 
 
 class Index:
