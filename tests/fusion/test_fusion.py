@@ -103,9 +103,9 @@ FIXED_GRAPH = {
         ["binary", "sub", {"s": 1.0}, 6],                  # 7
         ["binary", "mul", 7, 3],                           # 8: a 0-d float64 keeps float32
         ["clamp", 8, {"s": -1.0}, {"s": 2.0}],             # 9
-        ["unary", "tanh", 2],                              # 10: (700, 1), group 2
+        ["unary", "tanh", 2],                              # 10: (700, 1): too small to fuse
         ["binary", "mul", 10, {"s": 2.0}],                 # 11
-        ["binary", "add", 9, 11],                          # 12: float64 (700, 131), group 3
+        ["binary", "add", 9, 11],                          # 12: float64 (700, 131), group 2
         ["where", "gt", 12, {"s": 0.0}, 12, {"s": -0.0}],  # 13: gt, where
         ["unary", "sqrt_abs", 13],                         # 14: abs, sqrt
         ["cast", 14, "float32"],                           # 15
@@ -120,7 +120,7 @@ FIXED_GRAPH = {
 def test_a_broadcasting_mixed_dtype_graph_fuses_and_matches(unfused):
     fused = programs.run_program("graph", {"graph": FIXED_GRAPH, "device_index": fresh_index()})
     reference = unfused.run("graph", graph=FIXED_GRAPH, device_index=0)
-    assert fused["d_groups"] == 3 and fused["d_ops_fused"] == 6 + 2 + 9
+    assert fused["d_groups"] == 2 and fused["d_ops_fused"] == 6 + 9
     assert fused["d_kernels_launched"] < reference["d_kernels_launched"]
     assert_same_bits(fused, reference)
 

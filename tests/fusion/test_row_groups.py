@@ -294,3 +294,14 @@ def test_helper_threads_give_the_single_threads_bits(shape: tuple[int, ...]) -> 
     for threads in (2, 3):
         for got, want in zip(results[threads], results[1]):
             np.testing.assert_array_equal(got, want)
+
+
+def test_tiny_tensors_run_unfused_and_a_batch_of_them_is_not_planned() -> None:
+    device = fresh_device()
+    x = em.tensor(np.ones(100, np.float32), device=device)
+    counts = step_counts(device, lambda: ((x * 2.0 + 1.0).tanh() - x).exp())
+    assert counts == {"groups": 0, "ops_fused": 0, "kernels_launched": 5}
+    s = (4, 8)
+    planner = FusionPlanner(fused.fusible, 16, min_elements=fused.MIN_FUSED_ELEMENTS)
+    batch = [_call("exp", 2, (1,), s), _call("neg", 3, (2,), s)]
+    assert planner.plan(batch, lambda i: "float32", {1: s}.get) is batch

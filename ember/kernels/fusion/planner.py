@@ -35,6 +35,7 @@ training loop builds each program once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -215,12 +216,17 @@ class FusionPlanner:
         reductions: whether the backend runs row groups (reductions with prologue
             and epilogue).
         views: whether the backend takes reshape / permute / expand as index maps.
+        min_elements: a group over fewer elements runs as plain calls (where a group's
+            bookkeeping costs more than the kernels it saves, as on the CPU); a batch
+            with fewer than two larger elementwise ops or reductions is not planned.
     """
 
     def __init__(self, fusible: Callable[[Call, Callable[[int], Any]], bool],
-                 max_inputs: int, *, reductions: bool = False, views: bool = False) -> None:
+                 max_inputs: int, *, reductions: bool = False, views: bool = False,
+                 min_elements: int = 0) -> None:
         self._fusible = fusible
         self.max_inputs = max_inputs
+        self.min_elements = min_elements
         self._kinds = {op: "elementwise" for op in ELEMENTWISE}
         if reductions:
             self._kinds.update({op: "reduce" for op in REDUCTIONS})
@@ -236,8 +242,9 @@ class FusionPlanner:
         ``stored_dtype_of(id)`` / ``stored_shape_of(id)`` give the dtype name / shape of
         a buffer stored before this batch (None if unknown).
         """
-        kinds = self._kinds
-        if sum(1 for m in batch if type(m) is Call and m.op in kinds) < 2:
+        kinds, least = self._kinds, self.min_elements
+        if sum(1 for m in batch if type(m) is Call and m.op in kinds
+               and (kinds[m.op] != "elementwise" or math.prod(m.shape) >= least)) < 2:
             return batch
         made_here: dict[int, tuple[str, tuple[int, ...]]] = {}
 
@@ -282,8 +289,9 @@ class FusionPlanner:
         return out
 
     def _close(self, run: _Run, out: list, dropped: set, last_read: dict[int, int]) -> None:
-        if len(run.prologue) + len(run.members) < 2 or not run.members:
-            out.extend(run.prologue + run.members)  # nothing to fuse: run as plain calls
+        if (len(run.prologue) + len(run.members) < 2 or not run.members
+                or math.prod(run.shape) < self.min_elements):
+            out.extend(run.prologue + run.members)  # nothing worth fusing: plain calls
             return
         members = (*run.prologue, *run.members)
         inputs = tuple(run.external)

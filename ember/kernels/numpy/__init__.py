@@ -41,7 +41,8 @@ class NumpyBackend:
     MAX_FUSED_INPUTS = 16
 
     def fusion_planner(self) -> FusionPlanner:
-        return FusionPlanner(fused.fusible, self.MAX_FUSED_INPUTS, reductions=True, views=True)
+        return FusionPlanner(fused.fusible, self.MAX_FUSED_INPUTS, reductions=True, views=True,
+                             min_elements=fused.MIN_FUSED_ELEMENTS)
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
         return fused.run_fused(group, program, inputs, self.pool)
