@@ -279,23 +279,6 @@ def test_a_chain_shares_two_scratch_buffers_and_views_keep_theirs_alive() -> Non
     assert scratch.assign[0] != scratch.assign[2]  # neg must not take exp's buffer
 
 
-@pytest.mark.parametrize("shape", [(700, 2048), (300, 50, 700)])
-def test_helper_threads_give_the_single_threads_bits(shape: tuple[int, ...]) -> None:
-    data = np.random.default_rng(10).standard_normal(shape, dtype=np.float32)
-    results = {}
-    for threads in (1, 2, 3):
-        original = fused.THREADS
-        fused.THREADS = threads
-        try:
-            x = em.tensor(data, device=fresh_device())
-            results[threads] = (softmax(x).numpy().copy(), (x * 0.5 * (1.0 + x.erf())).numpy())
-        finally:
-            fused.THREADS = original
-    for threads in (2, 3):
-        for got, want in zip(results[threads], results[1]):
-            np.testing.assert_array_equal(got, want)
-
-
 def test_tiny_tensors_run_unfused_and_a_batch_of_them_is_not_planned() -> None:
     device = fresh_device()
     x = em.tensor(np.ones(100, np.float32), device=device)

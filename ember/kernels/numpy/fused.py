@@ -13,10 +13,7 @@ row for row, so fused and unfused results are identical.
 from __future__ import annotations
 
 import math
-import os
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -28,26 +25,10 @@ from ember.kernels.numpy.table import KERNELS, NP
 # Elements per chunk: a few float32 chunk buffers fit in a core's L2 (a guess, tuned
 # on custom_gelu here: 16K-64K elements all run within a few percent).
 CHUNK_ELEMENTS = 1 << 15
-# Below this many output elements an op runs on its own: with nothing to save in memory
-# traffic, a group's bookkeeping costs more than the kernels (a chain of float32[16]
-# ops: 37 µs per op fused, 18 unfused, measured here).
+# A group over fewer elements runs as plain calls: with no memory traffic to save, its
+# bookkeeping costs more than the kernels (a chain of float32[16] ops: 37 µs per op
+# fused, 18 unfused, measured here).
 MIN_FUSED_ELEMENTS = 1024
-# Threads that evaluate one large group's blocks side by side: the cores, as PyTorch
-# uses them; EMBER_CPU_THREADS=1 keeps a group on its device's worker.
-THREADS = int(os.environ.get("EMBER_CPU_THREADS", "0")) or os.cpu_count() or 1
-# Blocks per thread below which one thread does it all (a hand-over costs tens of µs).
-_MIN_BLOCKS_PER_THREAD = 4
-_helpers: ThreadPoolExecutor | None = None
-_helpers_lock = threading.Lock()
-
-
-def _helper_pool() -> ThreadPoolExecutor:
-    """The helper threads every CPU device shares (created on first use)."""
-    global _helpers
-    with _helpers_lock:
-        if _helpers is None:
-            _helpers = ThreadPoolExecutor(THREADS - 1, thread_name_prefix="ember-cpu-helper")
-        return _helpers
 _LOW_PRECISION = ("float16", "bfloat16")
 
 
@@ -218,37 +199,16 @@ def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: lis
                rows: int, block: int, scratch_shape: tuple[int, ...] | None,
                last_messages: list | None = None) -> None:
     """Evaluate rows [0, rows) of every input (``(value, spans rows)``) and output in
-    blocks of ``block`` rows, spread over ``THREADS`` threads in contiguous spans (NumPy
-    releases the GIL inside its loops); each thread has its own scratch buffers.
-    ``last_messages``: the members as a short last block runs them, where they differ."""
-
-    def span(lo: int, hi: int) -> None:
-        scratch = _Scratch(group, program, full, scratch_shape)
-        for start in range(lo, hi, block):
-            stop = min(start + block, rows)
-            scratch.length = stop - start
-            short = last_messages is not None and stop - start != block
-            _evaluate(program, group, last_messages if short else messages,
-                      [a[start:stop] if spans else a for a, spans in inputs],
-                      [f[start:stop] if f is not None else None for f in full], scratch)
-
-    count = -(-rows // block)
-    threads = min(THREADS, count // _MIN_BLOCKS_PER_THREAD)
-    if threads <= 1:
-        span(0, rows)
-        return
-    per = -(-count // threads) * block
-    helpers = _helper_pool()
-    spans = [helpers.submit(span, lo, min(lo + per, rows)) for lo in range(per, rows, per)]
-    try:
-        span(0, per)
-    finally:
-        # Every span finishes before anything is raised: a failed group is re-run member
-        # by member, which must not race with spans still writing.
-        errors = [f.exception() for f in spans]
-    for error in errors:
-        if error is not None:
-            raise error
+    blocks of ``block`` rows. ``last_messages``: the members as a short last block runs
+    them, where they differ."""
+    scratch = _Scratch(group, program, full, scratch_shape)
+    for start in range(0, rows, block):
+        stop = min(start + block, rows)
+        scratch.length = stop - start
+        short = last_messages is not None and stop - start != block
+        _evaluate(program, group, last_messages if short else messages,
+                  [a[start:stop] if spans else a for a, spans in inputs],
+                  [f[start:stop] if f is not None else None for f in full], scratch)
 
 
 def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
