@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
+from ember.kernels.registry import registrar
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
@@ -20,17 +21,7 @@ KERNELS: dict[str, Callable[..., Any]] = {}
 NP: dict[str, np.dtype] = {d.name: d.np for d in _dtype.ALL}
 
 
-def kernel(*names: str) -> Callable:
-    """Register a function as the kernel of one or more IR ops."""
-
-    def register(fn: Callable) -> Callable:
-        for name in names:
-            if name in KERNELS:
-                raise RuntimeError(f"kernel {name!r} registered twice")
-            KERNELS[name] = fn
-        return fn
-
-    return register
+kernel = registrar(KERNELS, "NumPy")
 
 
 # Array type → the module that computes on it. Kernels written against this table's

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import DTypeError
+from ember.kernels.registry import registrar
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
@@ -78,17 +79,7 @@ _REFUSED = {
 }
 
 
-def kernel(*names: str) -> Callable:
-    """Register a function as the kernel of one or more IR ops."""
-
-    def register(fn: Callable) -> Callable:
-        for name in names:
-            if name in KERNELS:
-                raise RuntimeError(f"wgpu kernel {name!r} registered twice")
-            KERNELS[name] = fn
-        return fn
-
-    return register
+kernel = registrar(KERNELS, "wgpu")
 
 
 def check_dtype(dtype: str, what: str, device: str, has_f16: bool) -> None:
