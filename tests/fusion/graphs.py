@@ -196,7 +196,7 @@ def _references(node: list) -> list[int]:
 
 # ----- generation ------------------------------------------------------------------------
 
-# Sizes past the CPU executor's chunk (32K elements) as well as tiny ones; odd sizes so
+# Sizes past the CPU executor's chunk (64K elements) as well as tiny ones; odd sizes so
 # the last chunk is partial.
 _DIMS = (1, 2, 3, 5, 64, 131, 300, 700, 700)
 

@@ -18,7 +18,7 @@ from tests.fusion.composites import layer_norm, numpy_layer_norm, numpy_softmax,
 pytestmark = pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
                                 reason="EMBER_FUSION=0: fusion is off in this process")
 
-# Rows of 700 floats: 46 rows per 32K-element block, so the last block is partial.
+# Rows of 700 floats: 93 rows per 64K-element block, so the last block is partial.
 SHAPE = (6, 50, 700)
 
 

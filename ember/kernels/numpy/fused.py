@@ -22,9 +22,10 @@ import numpy as np
 from ember.kernels.fusion.planner import REDUCTIONS
 from ember.kernels.numpy.table import KERNELS, NP
 
-# Elements per chunk: a few float32 chunk buffers fit in a core's L2 (a guess, tuned
-# on custom_gelu here: 16K-64K elements all run within a few percent).
-CHUNK_ELEMENTS = 1 << 15
+# Elements per chunk. Measured on custom_gelu's group here: 32K 0.25-0.30 s, 64K
+# 0.19-0.21 s, 128K 0.16-0.18 s, 256K 0.18-0.21 s: NumPy's per-call cost favours big
+# chunks and L3 holds them. 64K keeps a test's shapes past one chunk small enough.
+CHUNK_ELEMENTS = 1 << 16
 # A group over fewer elements runs as plain calls: with no memory traffic to save, its
 # bookkeeping costs more than the kernels (a chain of float32[16] ops: 37 µs per op
 # fused, 18 unfused, measured here).
