@@ -272,7 +272,9 @@ class FusionPlanner:
             role = kinds.get(msg.op) if kind is Call else None
             if role is not None and not self._fusible(msg, dtype_of):
                 role = None
-            in_shape = shape_of(msg.inputs[0]) if role is not None and msg.inputs else None
+            # Only reductions and views look at their input's shape.
+            in_shape = (shape_of(msg.inputs[0]) if role is not None and role != "elementwise"
+                        else None)
             _note_meta(msg, made_here)
             if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
                 run.add(msg, role, in_shape, position)

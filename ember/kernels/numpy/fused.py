@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ember.kernels.fusion.planner import REDUCTIONS
+from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
 from ember.kernels.numpy.table import KERNELS, NP
 
 # Elements per chunk. Measured on custom_gelu's group here: 32K 0.25-0.30 s, 64K
@@ -63,7 +63,7 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
         inputs.append(KERNELS[members[j].op](members[j], pool, *[inputs[a] for a in args]))
     shared = _shared_aliases(group, program)
     donated = _donations(group, program, inputs, shared) if group.donors else {}
-    full = [(donated.get(j) if j in donated else pool.empty(m.shape, NP[m.dtype]))
+    full = [(donated[j] if j in donated else pool.empty(m.shape, NP[m.dtype]))
             if keep and j >= group.prologue and j not in shared else None
             for j, (m, keep) in enumerate(zip(members, program.materialize))]
     views = [(m.out, inputs[len(group.inputs) + j])
@@ -100,7 +100,8 @@ def _shared_aliases(group: Any, program: Any) -> dict[int, int]:
 # environment, the actor's list of the group's inputs, run_fused's copy of that list,
 # the loop variable below and getrefcount's argument. A view or a reader holds more.
 _REFS_WHEN_DONATED = 5
-_VIEWS = ("alias", "reshape", "expand", "permute")
+# Members whose output shows their input's memory (an alias is a view of it all).
+_VIEWS = VIEWS | {"alias"}
 
 
 def _donations(group: Any, program: Any, inputs: list,
