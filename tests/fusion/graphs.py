@@ -66,6 +66,12 @@ FLOATING = Vocabulary(
     # float16 / bfloat16 values are not fused on the CPU: groups must close around them.
     cast_dtypes=("float32", "float64", "float32", "float64", "float16", "bfloat16"),
     reductions=("sum", "mean", "max", "min", "var", "logsumexp"))
+# Graphs of the ops the CPU compiles to C (``kernels/numpy/csource.py``), in float32,
+# with a few ops, casts and reductions that make the compiled path close its group.
+EXACT = FLOATING._replace(
+    dtypes=("float32",), unary=("neg", "abs", "relu", "gelu", "erf", "sqrt_abs", "exp"),
+    binary=("add", "sub", "mul", "div", "maximum", "minimum", "add", "mul"),
+    cast_dtypes=("float32", "float32", "float64"), reductions=("sum", "max"))
 # Integer graphs divide by zero now and then: the reads that fail must be the same.
 INTEGER = Vocabulary(
     dtypes=("int32", "int64"),

@@ -60,8 +60,8 @@ def _arrays(seed: int = 0):
 
 # ----- fused and unfused agree bit for bit ----------------------------------------------
 
-def check_graph(unfused, graph: dict) -> None:
-    fused = programs.run_program("graph", {"graph": graph, "device_index": GRAPH_DEVICE})
+def check_graph(unfused, graph: dict, device_index: int = GRAPH_DEVICE) -> None:
+    fused = programs.run_program("graph", {"graph": graph, "device_index": device_index})
     reference = unfused.run("graph", graph=graph, device_index=GRAPH_DEVICE)
     assert reference["d_groups"] == 0 and reference["d_ops_fused"] == 0
     assert fused["d_ops_executed"] == reference["d_ops_executed"]

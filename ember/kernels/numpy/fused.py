@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
+from ember.kernels.numpy import compiled
 from ember.kernels.numpy.table import KERNELS, NP
 
 # Elements per chunk. Measured on custom_gelu's group here: 32K 0.25-0.30 s, 64K
@@ -69,7 +70,8 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
     views = [(m.out, inputs[len(group.inputs) + j])
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
     if group.rows is None:
-        _run_elementwise(group, program, inputs, full)
+        if not compiled.run(group, program, inputs, full):
+            _run_elementwise(group, program, inputs, full)
     else:
         _run_rows(group, program, inputs, full)
     n_inputs = len(group.inputs)

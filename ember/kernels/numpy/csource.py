@@ -1,0 +1,201 @@
+"""C for a fused elementwise group on the CPU: one loop over the group's elements, every
+member's value in a register, only the materialized members stored.
+
+Pure Python, so the source can be rendered and checked anywhere. The members'
+expressions are the CUDA renderer's (``kernels/cupy/codegen.py``; C and CUDA C++
+share them), with the exceptions the CPU needs to give the NumPy kernels' own bits:
+erf and gelu are ``fast_erf``'s polynomial step for step, isinf compares with
+``INFINITY``. Only ops whose C is IEEE arithmetic the NumPy kernels also do
+(compiled without contraction into FMAs and without fast-math) are rendered, so a
+compiled group gives exactly the unfused results; ops that call a libm (exp, tanh,
+pow ...) differ from NumPy's own implementations in the last bit and are left to the
+NumPy executor.
+
+Layout: the output is contiguous over the group's shape, coalesced (``codegen.coalesce``)
+to ``rank`` dims. The innermost dim is the loop; each input walks it ``contiguous``
+(stride 1), ``broadcast`` (stride 0: one load per row) or ``strided`` (a stride
+passed at run time); the outer dims are run-time sizes and strides. The function
+evaluates one range of flat indices, so threads split a group by ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.kernels.cupy import codegen
+from ember.kernels.numpy import fast_erf
+
+# Ops whose rendering computes what their NumPy kernel computes, bit for bit.
+EXACT_OPS = frozenset({
+    "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs", "sign",
+    "floor", "ceil", "round", "relu", "sqrt", "rsqrt", "reciprocal", "erf", "gelu",
+    "isnan", "isinf", "clamp", "where", "cast", "alias",
+})
+STORAGE = {"float32": "float", "bool": "bool"}
+# No contraction into FMAs and no fast-math: the IEEE operations NumPy does, rounded as
+# NumPy rounds them. -fno-trapping-math changes no result; it lets gcc turn the
+# comparisons of clamps and NaN tests into vector selects (no trap is ever observed).
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+         "-fPIC", "-shared")
+
+
+def _literal(value: np.float32) -> str:
+    """A float32 constant, exactly, as a C hexadecimal literal."""
+    return f"{float(value).hex()}f"
+
+
+def _horner(name: str, coefficients: Sequence[np.float32]) -> list[str]:
+    """``fast_erf._horner`` as C statements: the same operations in the same order."""
+    lines = [f"  float {name} = t * {_literal(coefficients[-1])};"]
+    for c in coefficients[-2:0:-1]:
+        lines += [f"  {name} = {name} + {_literal(c)};", f"  {name} = {name} * t;"]
+    lines.append(f"  {name} = {name} + {_literal(coefficients[0])};")
+    return lines
+
+
+def _preamble() -> str:
+    clamp = _literal(fast_erf._CLAMP)
+    erf = [
+        "static inline float ember_erf(float x) {",
+        # np.clip: NaN stays NaN, which both comparisons let through.
+        f"  float c = x < -{clamp} ? -{clamp} : (x > {clamp} ? {clamp} : x);",
+        "  float t = c * c;",
+        *_horner("p", fast_erf._P), *_horner("q", fast_erf._Q),
+        "  p = p * c;",
+        "  float r = p / q;",
+        "  return r < -1.0f ? -1.0f : (r > 1.0f ? 1.0f : r);",
+        "}",
+    ]
+    sqrt_half = _literal(np.float32(1.0 / np.sqrt(2.0)))
+    return "\n".join([
+        "#include <math.h>",
+        "#include <stdbool.h>",
+        # NumPy's maximum / minimum: NaN in either operand wins, and of two equal
+        # operands (+0 and -0) the second is the result.
+        "static inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }",
+        "static inline float nan_min(float a, float b) { return (a < b || a != a) ? a : b; }",
+        *erf,
+        # The NumPy kernel's order: erf(x / sqrt 2), + 1, * x, * 0.5.
+        "static inline float ember_gelu(float x) {",
+        f"  float e = ember_erf(x * {sqrt_half});",
+        "  return ((e + 1.0f) * x) * 0.5f;",
+        "}",
+        "",
+    ])
+
+
+class _Renderer(codegen._Renderer):
+    """The CUDA renderer's expressions, with the CPU's own erf, gelu and isinf."""
+
+    def expression(self, member: Any, args: tuple[int, ...]) -> str:
+        op = member.op
+        if op == "erf" or op == "gelu":
+            return f"ember_{op}({self.operand(args[0], member.dtype)})"
+        if op == "isinf" and self.dtypes[args[0]] != "bool":
+            return f"(fabsf(v{args[0]}) == INFINITY)"
+        return super().expression(member, args)
+
+
+def compilable(member: Any, dtype_of: Any) -> bool:
+    """Whether ``member`` renders to C with exactly its NumPy kernel's results."""
+    if member.op not in EXACT_OPS or member.dtype not in STORAGE:
+        return False
+    if any(dtype_of(i) not in STORAGE for i in member.inputs):
+        return False
+    if member.op in codegen._COMPARISON and member.attrs[0] != "float32":
+        return False
+    if member.op in ("isnan", "isinf"):  # (the CUDA renderer leaves these unfused)
+        return member.dtype == "bool"
+    return codegen.fusible(member, dtype_of)
+
+
+class Source:
+    """A rendered function: its name, C text, scalar arguments in order, and the slots it
+    reads and the members it stores, in parameter order."""
+
+    __slots__ = ("name", "code", "scalars", "reads", "stores")
+
+    def __init__(self, name: str, code: str, scalars: list[tuple[str, Any]],
+                 reads: list[int], stores: list[int]) -> None:
+        self.name = name
+        self.code = code
+        self.scalars = scalars
+        self.reads = reads
+        self.stores = stores
+
+
+def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
+           slot_dtypes: Sequence[str], stores: Sequence[int], rank: int,
+           inner: Sequence[str]) -> Source:
+    """The C function evaluating ``steps`` (member index, argument slots) over inputs in
+    slots ``0 .. len(slot_dtypes) - 1`` and storing members ``stores``.
+
+    ``inner[k]``: how slot ``k`` walks the innermost dim ("contiguous", "broadcast",
+    "strided"; "unused" for a slot no step reads). Signature::
+
+        void name(long long begin, long long end, const long long* size,
+                  const long long* stride, void* const* data, const float* scalars)
+
+    ``size``: the ``rank`` coalesced dims; ``stride``: ``rank`` element strides per read
+    slot, in ``reads`` order; ``data``: the read slots' pointers, then the stores'.
+    """
+    renderer = _Renderer(members, slot_dtypes)
+    body = renderer.render(steps)
+    n_slots = len(slot_dtypes)
+    reads = [k for k in range(n_slots) if inner[k] != "unused"]
+    key = (tuple((m.op, m.dtype, codegen._attr_shape(m)) for m in members), tuple(steps),
+           tuple(slot_dtypes), tuple(stores), rank, tuple(inner))
+    name = codegen.kernel_name(members, codegen.digest(key))
+    last = rank - 1
+    lines = [_preamble(),
+             f"void {name}(long long begin, long long end, const long long* size,",
+             "    const long long* stride, void* const* data, const float* scalars) {"]
+    for i, (dtype, _) in enumerate(renderer.scalars):
+        value = "scalars[{}] != 0.0f" if dtype == "bool" else "scalars[{}]"
+        lines.append(f"  const {codegen._scalar_type(dtype)} s{i} = {value.format(i)};")
+    lines += [f"  const long long inner = size[{last}];", "  long long i = begin;",
+              "  while (i < end) {",
+              "    const long long row = i / inner, first = i - row * inner;",
+              "    const long long stop = end - i < inner - first ? first + (end - i) : inner;"]
+    for p, k in enumerate(reads):
+        lines.append(f"    long long offset{k} = 0;")
+    if rank > 1:
+        lines.append("    long long rest = row, c;")
+        for d in range(last - 1, -1, -1):
+            lines.append(f"    c = rest % size[{d}]; rest /= size[{d}];")
+            lines += [f"    offset{k} += c * stride[{p * rank + d}];" for p, k in enumerate(reads)]
+    for p, k in enumerate(reads):
+        storage = STORAGE[slot_dtypes[k]]
+        lines.append(f"    const {storage}* restrict in{k} = (const {storage}*)data[{p}]"
+                     f" + offset{k};")
+        if inner[k] == "broadcast":
+            lines.append(f"    const {storage} v{k} = in{k}[0];")
+        elif inner[k] == "strided":
+            lines.append(f"    const long long step{k} = stride[{p * rank + last}];")
+    for q, j in enumerate(stores):
+        storage = STORAGE[members[j].dtype]
+        lines.append(f"    {storage}* restrict out{j} = ({storage}*)data[{len(reads) + q}]"
+                     " + row * inner;")
+    lines.append("    for (long long e = first; e < stop; ++e) {")
+    for k in reads:
+        if inner[k] == "contiguous":
+            lines.append(f"      const {STORAGE[slot_dtypes[k]]} v{k} = in{k}[e];")
+        elif inner[k] == "strided":
+            lines.append(f"      const {STORAGE[slot_dtypes[k]]} v{k} = in{k}[e * step{k}];")
+    lines += ["      " + line for line in body]
+    lines += [f"      out{j}[e] = v{n_slots + position};"
+              for j, position in ((j, _position(steps, j)) for j in stores)]
+    lines += ["    }", "    i += stop - first;", "  }", "}", ""]
+    return Source(name, "\n".join(lines), renderer.scalars, reads, list(stores))
+
+
+def _position(steps: Sequence[tuple[int, tuple[int, ...]]], j: int) -> int:
+    """Where member ``j``'s value sits among the rendered registers (after the inputs)."""
+    for position, (member, _) in enumerate(steps):
+        if member == j:
+            return position
+    raise ValueError(f"member {j} is not among the steps")

@@ -1,0 +1,275 @@
+"""Fused elementwise groups compiled to C on the CPU: the same bits as the NumPy kernels.
+
+The compiled path (``kernels/numpy/compiled.py``) is taken by groups of at least
+``MIN_ELEMENTS`` elements; tests lower that bound so small graphs compile too, and
+compare against the same programs run unfused in a process with ``EMBER_FUSION=0``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+import ember as em
+from ember.kernels.numpy import compiled, csource, fused
+from tests.fusion import graphs
+from tests.fusion.programs import ROOT, UnfusedWorker
+from tests.fusion.test_fusion import _GRAPH_SETTINGS, assert_same_bits, check_graph
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
+                       reason="EMBER_FUSION=0: fusion is off in this process"),
+    pytest.mark.skipif(compiled.compiler().compiler is None,
+                       reason="no C compiler (cc, gcc) on PATH: groups keep the NumPy executor"),
+]
+
+
+@pytest.fixture(scope="module")
+def unfused():
+    worker = UnfusedWorker()
+    yield worker
+    worker.close()
+
+
+@pytest.fixture
+def compile_small(monkeypatch):
+    """Every elementwise group compiles, however small; counts the groups that did."""
+    monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
+    monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
+    runs = []
+    original = compiled._call
+
+    def counted(*args):
+        runs.append(args[1])
+        original(*args)
+
+    monkeypatch.setattr(compiled, "_call", counted)
+    return runs
+
+
+# The graphs' own device, whose planner fuses groups of any size (made with the bound
+# lowered), so small graphs exercise the compiled path too.
+SMALL_GROUPS_DEVICE = 61
+
+
+@pytest.fixture(scope="module")
+def small_groups_device():
+    bound = fused.MIN_FUSED_ELEMENTS
+    fused.MIN_FUSED_ELEMENTS = 0
+    try:
+        device = em.cpu(SMALL_GROUPS_DEVICE)
+        em.tensor(np.zeros(1, np.float32), device=device).numpy()  # its actor starts here
+    finally:
+        fused.MIN_FUSED_ELEMENTS = bound
+    return device
+
+
+@settings(_GRAPH_SETTINGS, max_examples=60,
+          suppress_health_check=[*_GRAPH_SETTINGS.suppress_health_check,
+                                 HealthCheck.function_scoped_fixture])
+@given(graph=graphs.graphs(graphs.EXACT))
+def test_random_graphs_compiled_match_unfused_bitwise(unfused, small_groups_device,
+                                                     compile_small, graph):
+    compiled_before = len(compile_small)
+    check_graph(unfused, graph, SMALL_GROUPS_DEVICE)
+    event("compiled" if len(compile_small) > compiled_before else "not compiled")
+
+
+_SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 1e-30, -1e-45,
+                      3.4e38, 0.5, -0.5, 1.5, 2.5, -2.5, 4.0, -4.0, 3.9, 1e-3], np.float32)
+
+
+def _special_operands(n: int = 5000) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 8.0, 1e5], n)).astype(np.float32)
+    b = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 8.0], n)).astype(np.float32)
+    grid = np.array(np.meshgrid(_SPECIALS, _SPECIALS)).reshape(2, -1)
+    a[:grid.shape[1]], b[:grid.shape[1]] = grid
+    return a, b
+
+
+_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "maximum": lambda a, b: a.maximum(b),
+    "minimum": lambda a, b: a.minimum(b),
+    "lt": lambda a, b: em.where(a < b, a, b), "eq": lambda a, b: em.where(a == b, b, a),
+    "ne": lambda a, b: em.where(a != b, a, -b), "ge": lambda a, b: em.where(a >= b, 1.0, b),
+}
+_UNARY = {
+    "neg": lambda x: -x, "abs": lambda x: x.abs(), "sign": lambda x: x.sign(),
+    "floor": lambda x: x.floor(), "ceil": lambda x: x.ceil(), "round": lambda x: x.round(),
+    "relu": lambda x: x.relu(), "sqrt": lambda x: x.sqrt(), "rsqrt": lambda x: x.rsqrt(),
+    "reciprocal": lambda x: x.reciprocal(), "erf": lambda x: x.erf(),
+    "gelu": lambda x: x.gelu(), "clamp": lambda x: x.clamp(-1.0, 2.0),
+    "isnan": lambda x: em.where(x.isnan(), 1.0, x), "isinf": lambda x: em.where(x.isinf(), 2.0, x),
+    "cast": lambda x: (x != 0.0).float() * x,
+}
+
+
+def _both_ways(build, *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``build`` on fresh tensors, compiled, then with the path off (NumPy chunks)."""
+    results = []
+    for setting in ("1", "0"):
+        os.environ["EMBER_CPU_COMPILE"] = setting
+        try:
+            tensors = [em.tensor(a) for a in arrays]
+            results.append(build(*tensors).numpy())
+        finally:
+            os.environ.pop("EMBER_CPU_COMPILE")
+    return results[0], results[1]
+
+
+@pytest.mark.parametrize("name", sorted(_BINARY))
+def test_each_binary_op_compiled_is_bitwise_numpy_on_special_values(compile_small, name):
+    a, b = _special_operands()
+    fused, plain = _both_ways(lambda x, y: _BINARY[name](x * 1.0, y) + 0.0, a, b)
+    assert compile_small, "the group did not compile"
+    assert_same_bits({name: fused}, {name: plain})
+
+
+@pytest.mark.parametrize("name", sorted(_UNARY))
+def test_each_unary_op_compiled_is_bitwise_numpy_on_special_values(compile_small, name):
+    a, _ = _special_operands()
+    fused, plain = _both_ways(lambda x: _UNARY[name](x * 1.0) * 1.0, a)
+    assert compile_small, "the group did not compile"
+    assert_same_bits({name: fused}, {name: plain})
+
+
+def test_erf_compiled_equals_fast_erf_on_a_dense_grid(compile_small):
+    x = np.linspace(-5, 5, 1 << 17, dtype=np.float32)
+    fused, plain = _both_ways(lambda t: (t * 1.0).erf(), x)
+    np.testing.assert_array_equal(fused, plain)
+
+
+@pytest.mark.parametrize("layout", ["row", "column", "scalar", "permuted", "sliced"])
+def test_broadcast_and_strided_inputs_compile_and_match(compile_small, layout):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((37, 1029), dtype=np.float32)
+    other = {"row": rng.standard_normal(1029, dtype=np.float32),
+             "column": rng.standard_normal((37, 1), dtype=np.float32),
+             "scalar": np.float32(1.5).reshape(()),
+             "permuted": rng.standard_normal((1029, 37), dtype=np.float32),
+             "sliced": rng.standard_normal((37, 2058), dtype=np.float32)}[layout]
+
+    def build(t, o):
+        if layout == "permuted":
+            o = o.permute(1, 0)
+        elif layout == "sliced":
+            o = o[:, ::2]
+        return ((t * o) + 1.0).erf() - o
+
+    fused, plain = _both_ways(build, x, other)
+    assert compile_small
+    np.testing.assert_array_equal(fused, plain)
+
+
+def test_custom_gelu_compiles_into_one_group_and_uses_every_core(monkeypatch):
+    """At its real size the group compiles by default, and its range is split."""
+    monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
+    calls = []
+    original = compiled._call
+    monkeypatch.setattr(compiled, "_call", lambda *a: (calls.append(a[1]), original(*a)))
+    x_np = np.random.default_rng(2).standard_normal((4, 512, 256), dtype=np.float32)
+    x = em.tensor(x_np)
+    before = em.stats(x.device).groups
+    y = (x * 0.5 * (1.0 + (x / math.sqrt(2.0)).erf())).numpy()
+    assert em.stats(x.device).groups == before + 1
+    assert calls == [x_np.size]
+    half = np.float32(0.5)
+    expected = x_np * half * (np.float32(1.0) + _fast_erf(x_np / np.float32(math.sqrt(2.0))))
+    np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-7)
+
+
+def _fast_erf(x: np.ndarray) -> np.ndarray:
+    from ember.kernels.numpy import fast_erf
+    return fast_erf.erf(x, np.empty_like(x))
+
+
+def test_a_range_split_gives_the_same_bits_as_one_call(compile_small, monkeypatch):
+    x_np = np.random.default_rng(3).standard_normal((3, 777, 101), dtype=np.float32)
+    results = []
+    for per_thread in (1 << 30, 1000):
+        monkeypatch.setattr(compiled, "_PER_THREAD", per_thread)
+        x = em.tensor(x_np)
+        results.append(((x[:, :, :1] * x).gelu() + x).numpy())
+    np.testing.assert_array_equal(*results)
+
+
+def test_ops_without_an_exact_c_rendering_keep_the_numpy_executor(compile_small):
+    x = em.tensor(np.ones((64, 64), np.float32))
+    (x.exp() * 2.0 + 1.0).numpy()
+    assert compile_small == []
+
+
+def test_the_source_names_its_ops_and_compiles_without_fma_or_fast_math(compile_small,
+                                                                        monkeypatch):
+    sources = []
+    original = csource.render
+    monkeypatch.setattr(compiled.csource, "render",
+                        lambda *a: sources.append(original(*a)) or sources[-1])
+    x = em.tensor(np.ones((8, 300), np.float32))
+    b = em.tensor(np.ones(300, np.float32))
+    ((x * b + 1.0).gelu()).numpy()
+    (source,) = sources
+    assert source.name.startswith("ember_mul_add_gelu_")
+    assert "ember_gelu(" in source.code and "in1[0]" not in source.code
+    assert "-ffp-contract=off" in csource.FLAGS
+    assert not any(flag.startswith("-ffast-math") or flag == "-Ofast" for flag in csource.FLAGS)
+
+
+def test_a_second_process_loads_the_compiled_library_from_disk(tmp_path):
+    script = (
+        "import numpy as np, ember as em\n"
+        "from ember.kernels.numpy import compiled\n"
+        "compiled.MIN_ELEMENTS = 0\n"
+        "x = em.tensor(np.arange(4096, dtype=np.float32))\n"
+        "print(float(((x * 0.5 + 1.0).erf() * 3.0).numpy().sum()), compiled.compiler().compiled)\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("EMBER_CPU_COMPILE", None)
+    first, second = (subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                                    capture_output=True, text=True).stdout.split()
+                     for _ in range(2))
+    assert first[0] == second[0]
+    assert (first[1], second[1]) == ("1", "0")
+    libraries = list((tmp_path / "ember" / "cpu").glob("ember_mul_add_erf_mul_*.so"))
+    assert len(libraries) == 1
+    assert not [p for p in (tmp_path / "ember" / "cpu").iterdir() if p.is_dir()]
+
+
+def test_without_a_compiler_groups_run_on_numpy_and_status_says_why(monkeypatch):
+    monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(compiled, "_compiler", None)
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    assert compiled.status() == "off: no C compiler (cc, gcc) on PATH"
+    x_np = np.linspace(-3, 3, 5000, dtype=np.float32)
+    y = ((em.tensor(x_np) * 2.0).erf() + 1.0).numpy()
+    np.testing.assert_array_equal(y, _fast_erf(x_np * np.float32(2.0)) + np.float32(1.0))
+
+
+def test_a_failing_compiler_is_reported_and_groups_still_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(compiled, "_compiler", None)
+    broken = tmp_path / "cc"
+    broken.write_text("#!/bin/sh\necho 'cc: broken' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("CC", str(broken))
+    x_np = np.linspace(-3, 3, 5000, dtype=np.float32)
+    y = ((em.tensor(x_np) * 3.0).erf() - 1.0).numpy()
+    np.testing.assert_array_equal(y, _fast_erf(x_np * np.float32(3.0)) - np.float32(1.0))
+    assert "broken" in compiled.status()
+    monkeypatch.setattr(compiled, "_compiler", None)
+
+
+def test_compile_off_setting(monkeypatch, compile_small):
+    monkeypatch.setenv("EMBER_CPU_COMPILE", "0")
+    assert compiled.status() == "off (EMBER_CPU_COMPILE=0)"
+    x = em.tensor(np.ones(5000, np.float32))
+    ((x * 2.0).erf() + 1.0).numpy()
+    assert compile_small == []
