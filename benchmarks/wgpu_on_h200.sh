@@ -24,7 +24,9 @@ if ! python3 -c "import ember as em, sys; d = em.available('wgpu'); print(d); sy
   python3 -c "import ember as em; print('with VK_DRIVER_FILES:', em.available('wgpu'))"
 fi
 python3 -c "import ember as em; rt = em.wgpu(0).actor.backend.rt; print(rt.adapter_name)
-from ember.kernels.wgpu.runtime import adapters; print(adapters()[0].info)" | tee "$out/adapter.txt"
+from ember.kernels.wgpu.runtime import adapters; a = adapters()[0]; print(a.info)
+print('adapter max-storage-buffers-per-shader-stage:', a.limits['max-storage-buffers-per-shader-stage'])" \
+  | tee "$out/adapter.txt"
 start=$(date +%s)
 
 # Spread over 8 of the 16 cores where pytest-xdist is there; a test stuck past 60 s fails

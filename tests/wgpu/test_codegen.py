@@ -10,7 +10,7 @@ from ember.actors.ir import Call
 from ember.errors import DTypeError
 from ember.kernels.wgpu import codegen, elementwise, pooling, reduction, scalar_ops, sorting
 from ember.kernels.wgpu.pool import size_class
-from ember.kernels.wgpu.runtime import pack_params
+from ember.kernels.wgpu.runtime import pack_params, usable_storage_buffers
 from ember.kernels.wgpu.table import check_dtype
 
 
@@ -126,3 +126,22 @@ def test_nan_by_bits_has_one_definition() -> None:
     assert "isnan_f(v)" in sort_key and sort_key.count("0x7fffffffu") == 1
     pool = pooling._source("", "best", "float32", "float32", None)
     assert pool.count(scalar_ops.HELPERS["isnan_f"]) == 1
+
+
+def test_float16_rounds_on_the_bits_not_through_an_f16_round_trip() -> None:
+    # NVIDIA's Vulkan compiler folded f32(f16(x)) to x: a fused float16 chain came out
+    # as if computed in f32 and rounded once (the H200 run, up to 5 ulps off after exp).
+    steps = (("mul", ("float16",), "float16", (0, 1), ()),
+             ("add", ("float16",), "float16", (2, 0), ()),
+             ("exp", (), "float16", (3,), ()))
+    source = elementwise.render(1, (("float16", "c"), ("float16", "c")), steps, (2,))
+    assert "f32(f16(" not in source
+    assert source.count("fn round_f16(") == 1 and source.count("round_f16(") == 4
+    assert "round_f16(" in codegen.convert("x", "float32", "float16")
+
+
+@pytest.mark.parametrize("adapter_limit, used", [(8, 8), (32, 32), (2 ** 32 - 1, 32)])
+def test_kernels_bind_at_most_32_storage_buffers(adapter_limit: int, used: int) -> None:
+    # Fused groups and params are sized for 32 (lavapipe's limit); NVIDIA's driver offers
+    # far more, and a group sized by its limit crashed the H200 run's process.
+    assert usable_storage_buffers(adapter_limit) == used

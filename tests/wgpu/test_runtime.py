@@ -90,6 +90,31 @@ def test_float16_rounds_once_per_op_like_the_cpu() -> None:
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3)
 
 
+def _float32_values_around_the_float16_grid() -> np.ndarray:
+    """Ties and near-ties of the normal and subnormal float16 grids, the overflow edge
+    (65504 + 16 is the tie to inf), the subnormal edge 2**-14, specials, random bits."""
+    one_ulp = np.float32(2.0 ** -10)
+    edges = [1 + one_ulp / 2, 1 + 3 * one_ulp / 2, np.nextafter(1 + one_ulp / 2, 2),
+             65504.0, 65519.996, 65520.0, 70000.0, 2.0 ** -14, np.nextafter(2.0 ** -14, 0),
+             2.0 ** -25, 3 * 2.0 ** -25, np.nextafter(2.0 ** -25, 1), 2.0 ** -26, 1e-30,
+             0.0, -0.0, np.inf, -np.inf, np.nan]
+    edges = np.array(edges, np.float32)
+    bits = RNG.integers(0x30000000, 0x48000000, 4000, dtype=np.uint32).view(np.float32)
+    return np.concatenate([edges, -edges, bits, -bits])
+
+
+def test_float32_to_float16_rounds_to_nearest_even_like_numpy() -> None:
+    # round_f16 rounds on the bits (NVIDIA's compiler dropped f32(f16(x)) round trips);
+    # the cast back to float32 keeps the register's value, so each bit is compared.
+    x = _float32_values_around_the_float16_grid()
+    got = em.tensor(x, device=WGPU[0]).astype(em.float16).astype(em.float32).numpy()
+    with np.errstate(over="ignore"):  # past 65520 is inf, as on the device
+        want = x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    np.testing.assert_array_equal(got[finite].view(np.uint32), want[finite].view(np.uint32))
+
+
 def test_one_pipeline_serves_every_size_and_scalar() -> None:
     rt = _backend().rt
     em.sync()

@@ -1,9 +1,9 @@
 """WGSL building blocks every kernel shares: bindings, params, indices, values and casts.
 
 Values in registers: every float dtype computes as ``f32`` (float16 is rounded
-back to f16 after each op, as the CPU backend rounds once per op), int32 and
-int64 as ``i32``, bool as ``bool``. ``load`` / ``store`` convert between those
-and the storage types of ``table.STORAGE``.
+to the f16 grid after each op by ``round_f16``, as the CPU backend rounds once
+per op), int32 and int64 as ``i32``, bool as ``bool``. ``load`` / ``store``
+convert between those and the storage types of ``table.STORAGE``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,35 @@ def register_type(dtype: str) -> str:
     return REGISTER[kind(dtype)]
 
 
+# An f32 rounded to the nearest float16 (ties to even), kept in an f32, on the bits: NVIDIA's
+# Vulkan compiler drops the round trip f32(f16(x)) (the H200 run: a fused float16 chain
+# came out as if computed in f32 and rounded once), integer operations it cannot.
+# Past 65504 and half an ulp is inf; below 2**-14 the grid is f16's subnormal step, 2**-24.
+_ROUND_F16 = """fn round_f16(v: f32) -> f32 {
+  let bits = bitcast<u32>(v);
+  let sign = bits & 0x80000000u;
+  let magnitude = bits & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) { return v; }
+  if (magnitude >= 0x477ff000u) { return bitcast<f32>(sign | 0x7f800000u); }
+  if (magnitude < 0x38800000u) {
+    let steps = round(bitcast<f32>(magnitude) * 16777216.0);
+    return bitcast<f32>(sign | bitcast<u32>(steps * 5.9604644775390625e-8));
+  }
+  let kept = (magnitude + 0xfffu + ((magnitude >> 13u) & 1u)) & 0xffffe000u;
+  return bitcast<f32>(sign | kept);
+}
+"""
+
+
 def header(dtypes: Sequence[str]) -> str:
-    """``enable f16;`` when any of ``dtypes`` is float16."""
-    return "enable f16;\n" if "float16" in dtypes else ""
+    """``enable f16;`` and ``round_f16`` when any of ``dtypes`` is float16."""
+    return "enable f16;\n" + _ROUND_F16 if "float16" in dtypes else ""
+
+
+def round_f16(value: str) -> str:
+    """Register value ``value`` (an f32) rounded to float16; the source's header must
+    name float16 among its dtypes."""
+    return f"round_f16({value})"
 
 
 def bindings(writes: Sequence[str], reads: Sequence[str], n_params: int,
@@ -106,7 +132,7 @@ def convert(value: str, source: str, target: str) -> str:
         out = (f"((bitcast<u32>({value}) & 0x7fffffffu) != 0u)" if src == "f"
                else f"({value} != 0)")
     if target == "float16" and source != "float16":
-        out = f"f32(f16({out}))"
+        out = round_f16(out)
     return out
 
 

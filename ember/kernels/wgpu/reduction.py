@@ -140,7 +140,7 @@ def _render(op: str, in_dtype: str, out_dtype: str, kept_rank: int, reduced_rank
     else:
         raise NotImplementedError(f"{op}: no wgpu reduction")
     if codegen.kind(out_dtype) == "f" and out_dtype == "float16":
-        result = f"f32(f16({result}))"
+        result = codegen.round_f16(result)
     body.append(f"  if (lid == 0u) {{ out0[w] = {codegen.store(f'({result})', out_dtype)}; }}")
     main = "\n".join(body)
     return (codegen.header([in_dtype, out_dtype])

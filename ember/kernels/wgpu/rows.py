@@ -229,7 +229,7 @@ def _render(rank: int, rows: int, dtypes: tuple[str, ...], element_modes: tuple,
                 walked[j] += 1
                 if finished:
                     if dtype == "float16":
-                        result = f"f32(f16({result}))"
+                        result = codegen.round_f16(result)
                     after.append(f"  let v{j}: {codegen.register_type(dtype)} = "
                                  f"{codegen.convert(result, acc_dtype, dtype)};")
                     done[j] = True

@@ -45,8 +45,13 @@ _MAX_GROUPS = 65535  # WebGPU's guaranteed workgroups per dimension
 # The uniform ring for dispatch params: a submit's worth of slices at most (64 dispatches
 # of at most a few KiB each) fits many times over.
 _RING_BYTES = 4 << 20
+# Storage buffers one kernel binds at most, whatever the adapter offers: the fusion
+# planner's input cap and _PARAMS_BYTES are sized for this many, and CI's lavapipe offers
+# exactly 32. NVIDIA's Vulkan driver offers far more (the H200 run: the test that fills
+# the limit crashed its process).
+_MAX_STORAGE_BUFFERS = 32
 # Params one dispatch may bind: 1024 words, past what the renderers need at rank 8 with
-# the adapter's full storage buffers.
+# _MAX_STORAGE_BUFFERS buffers.
 _PARAMS_BYTES = 4096
 # Bind groups cached per device (a guess: a large model's step uses a few thousand).
 _MAX_BIND_GROUPS = 4096
@@ -78,6 +83,12 @@ def adapters() -> list:
         return _adapters
 
 
+def usable_storage_buffers(adapter_limit: int) -> int:
+    """Storage buffers one kernel may bind: the adapter's limit, capped at what the
+    renderers are sized for."""
+    return min(adapter_limit, _MAX_STORAGE_BUFFERS)
+
+
 class Runtime:
     """Device, queue, buffer pool and pipeline cache of one adapter (``wgpu:index``)."""
 
@@ -97,12 +108,16 @@ class Runtime:
                   "max-storage-buffer-binding-size", "max-compute-workgroup-storage-size",
                   "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
                   "max-compute-workgroup-size-y")
+        required = {k: adapter.limits[k] for k in wanted}
+        required["max-storage-buffers-per-shader-stage"] = usable_storage_buffers(
+            adapter.limits["max-storage-buffers-per-shader-stage"])
         self.device = adapter.request_device_sync(
             required_features=["shader-f16"] if self.has_f16 else [],
-            required_limits={k: adapter.limits[k] for k in wanted})
+            required_limits=required)
         self.queue = self.device.queue
         self.limits = dict(self.device.limits)
-        self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
+        self.max_storage_buffers = usable_storage_buffers(
+            self.limits["max-storage-buffers-per-shader-stage"])
         self.max_binding_bytes = min(self.limits["max-storage-buffer-binding-size"],
                                      self.limits["max-buffer-size"])
         usage = wgpu.BufferUsage

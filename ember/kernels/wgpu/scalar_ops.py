@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ember.kernels.wgpu.codegen import convert, kind
+from ember.kernels.wgpu.codegen import convert, kind, round_f16
 
 _NAN = "bitcast<f32>(0x7fc00000u)"
 _INF = "bitcast<f32>(0x7f800000u)"
@@ -153,7 +153,7 @@ _COMPARISON = {"eq": "({a} == {b})", "ne": "!({a} == {b})", "lt": "({a} < {b})",
 
 
 def _round_f16(expr: str, dtype: str) -> str:
-    return f"f32(f16({expr}))" if dtype == "float16" else expr
+    return round_f16(expr) if dtype == "float16" else expr
 
 
 def expression(op: str, attrs: tuple, dtype: str, operands: list[tuple[str, str]]) -> str:
