@@ -47,8 +47,9 @@ _MAX_GROUPS = 65535  # WebGPU's guaranteed workgroups per dimension
 _RING_BYTES = 4 << 20
 # Storage buffers one kernel binds at most, whatever the adapter offers: the fusion
 # planner's input cap and _PARAMS_BYTES are sized for this many, and CI's lavapipe offers
-# exactly 32. NVIDIA's Vulkan driver offers far more (the H200 run: the test that fills
-# the limit crashed its process).
+# exactly 32. NVIDIA's Vulkan driver offers 1048576 (H200, driver 580.159.04): a fused
+# group's inputs and params would have no bound (there the test that fills the limit,
+# a chain of a million tensors, lost its pytest worker).
 _MAX_STORAGE_BUFFERS = 32
 # Params one dispatch may bind: 1024 words, past what the renderers need at rank 8 with
 # _MAX_STORAGE_BUFFERS buffers.
