@@ -20,7 +20,13 @@ import ember as em
 from ember.kernels.numpy import compiled, csource, fused
 from tests.fusion import graphs
 from tests.fusion.programs import ROOT, UnfusedWorker
-from tests.fusion.test_fusion import _GRAPH_SETTINGS, assert_same_bits, check_graph
+from tests.fusion.test_fusion import (
+    _GRAPH_SETTINGS,
+    GRAPH_DEVICE,
+    assert_same_bits,
+    check_graph,
+    compare_graph,
+)
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
@@ -203,8 +209,26 @@ def test_a_range_split_gives_the_same_bits_as_one_call(compile_small, monkeypatc
 
 def test_ops_without_an_exact_c_rendering_keep_the_numpy_executor(compile_small):
     x = em.tensor(np.ones((64, 64), np.float32))
-    (x.exp() * 2.0 + 1.0).numpy()
+    (x.exp() * 2.0).tanh().numpy()
     assert compile_small == []
+
+
+@pytest.mark.parametrize("shape", [(3, 70000), (200, 333), (5000,)])
+def test_runs_of_exact_ops_around_an_inexact_one_compile_as_pieces(unfused, compile_small,
+                                                                   shape):
+    """custom_gelu's forward and backward: one group whose exp splits it into two compiled
+    pieces with NumPy's exp between, evaluated chunk by chunk."""
+    graph = {"seed": 4, "inputs": [[list(shape), "float32", "plain"],
+                                   [list(shape[-1:]), "float32", "plain"]],
+             "nodes": [["binary", "mul", 0, {"s": 0.7071067811865476}],  # 2
+                       ["unary", "erf", 2], ["binary", "add", 3, {"s": 1.0}],  # 3, 4
+                       ["binary", "mul", 0, 4], ["binary", "mul", 2, 2],  # 5, 6
+                       ["unary", "neg", 6], ["unary", "exp", 7],  # 7, 8
+                       ["binary", "mul", 8, 0], ["binary", "add", 9, 4],  # 9, 10
+                       ["binary", "mul", 10, 1], ["binary", "maximum", 11, 5]],  # 11, 12
+             "outputs": [5, 12]}
+    compare_graph(unfused, graph, GRAPH_DEVICE)
+    assert len(compile_small) >= 2
 
 
 def test_the_source_names_its_ops_and_compiles_without_fma_or_fast_math(compile_small,

@@ -138,63 +138,165 @@ def status() -> str:
     return f"off: {error}" if error else f"on ({compiler().compiler})"
 
 
-def run(group: Any, program: Any, inputs: list, full: list) -> bool:
-    """Evaluate elementwise ``group`` into ``full`` if it compiles; False leaves the work
-    (and ``full`` untouched) to the NumPy executor. ``inputs``: the external inputs,
-    then the prologue's views; ``full[j]``: member j's output buffer, or None."""
-    shape = group.shape
-    total = math.prod(shape)
-    if total < MIN_ELEMENTS or os.environ.get("EMBER_CPU_COMPILE", "1") in ("", "0"):
-        return False
+def _enabled() -> bool:
+    return os.environ.get("EMBER_CPU_COMPILE", "1") not in ("", "0") and not compiler().error
+
+
+class Piece:
+    """Consecutive members of a group that compile to one C function (a piece of its
+    program), rendered and compiled once per layout of what it reads.
+
+    ``reads``: the group's slots it reads from outside; ``stores``: its members whose
+    values leave it (read by later members, or materialized), in order; ``indices``:
+    all its members.
+    """
+
+    __slots__ = ("indices", "reads", "stores", "_steps", "_dtypes", "_layouts")
+
+    def __init__(self, steps: tuple, n_inputs: int, reads: list[int], stores: list[int],
+                 read_dtypes: list[str]) -> None:
+        self.indices = [j for j, _ in steps]
+        self.reads = reads
+        self.stores = stores
+        # The program's slots (external inputs, then one per member) renumbered: what
+        # the piece reads first, then its own members.
+        local = {slot: k for k, slot in enumerate(reads)}
+        local.update((n_inputs + j, len(reads) + p) for p, (j, _) in enumerate(steps))
+        self._steps = tuple((j, tuple(local[a] for a in args)) for j, args in steps)
+        self._dtypes = read_dtypes
+        self._layouts: dict[tuple, tuple] = {}
+
+    def run(self, members: tuple, reads: list[np.ndarray], stores: list[np.ndarray],
+            split: bool = False) -> bool:
+        """Evaluate into ``stores`` (arrays of the output shape); False if it did not compile.
+        ``members``: the group's members now (scalar values change between runs)."""
+        shape = stores[0].shape
+        key = (shape, *[(a.shape, a.strides) for a in reads])
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = self._compile(members, shape, reads, stores)
+        function, sizes, strides = layout
+        if function is None:
+            return False
+        scalars = codegen.scalar_arguments(members, self._steps)
+        values = (ctypes.c_float * max(len(scalars), 1))(
+            *[float(codegen.scalar_value(dtype, v)) for dtype, v in scalars])
+        data = (ctypes.c_void_p * (len(reads) + len(stores)))(
+            *[a.ctypes.data for a in reads], *[a.ctypes.data for a in stores])
+        total = math.prod(shape)
+        parts = min(cores(), max(1, total // _PER_THREAD)) if split else 1
+        _call(function, total, parts, sizes, strides, data, values)
+        return True
+
+    def _compile(self, members: tuple, shape: tuple[int, ...], reads: list[np.ndarray],
+                 stores: list[np.ndarray]) -> tuple:
+        strides = [codegen.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
+                   for a in reads]
+        contiguous = tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]) if shape else ()
+        sizes, walked = codegen.coalesce(shape, [*strides, contiguous])
+        rank = max(len(sizes), 1)
+        walked = [w or (0,) for w in walked[:len(reads)]]
+        inner = [{1: "contiguous", 0: "broadcast"}.get(w[-1], "strided") for w in walked]
+        source = csource.render(members, self._steps, self._dtypes, self.stores, rank, inner)
+        sizes = sizes or (1,)
+        flat = [s for w in walked for s in w]
+        return (compiler().function(source), (ctypes.c_longlong * rank)(*sizes),
+                (ctypes.c_longlong * max(len(flat), 1))(*flat))
+
+
+def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
+    """The elementwise ``group``'s members after its prologue as a list of member indices
+    and ``Piece``s, or None where nothing compiles (too small, no compiler, no run of
+    two exact members). ``inputs``: the external inputs, then the prologue's views;
+    ``full[j]``: member j's output buffer, or None."""
+    if math.prod(group.shape) < MIN_ELEMENTS or not _enabled():
+        return None
     members, prologue = group.members, group.prologue
-    slot_dtypes = [str(a.dtype) for a in inputs]
-    dtype_of = {i: d for i, d in zip(group.inputs, slot_dtypes)}
+    n_inputs = len(group.inputs)
+    dtypes = [str(a.dtype) for a in inputs] + [m.dtype for m in members[prologue:]]
+    key = (tuple((m.op, m.dtype, codegen._attr_shape(m)) for m in members), program.steps,
+           prologue, tuple(f is None for f in full), tuple(dtypes))
+    found = _plans.get(key, False)
+    if found is False:
+        found = _plan(group, program, full, dtypes)
+        if len(_plans) < _MAX_PLANS:
+            _plans[key] = found
+    return found
+
+
+# Plans by group structure (scalar values left out: they are read at each run).
+_plans: dict[tuple, list | None] = {}
+_MAX_PLANS = 4096
+
+
+def _plan(group: Any, program: Any, full: list, dtypes: list[str]) -> list | None:
+    members, prologue = group.members, group.prologue
+    n_inputs = len(group.inputs)
+    dtype_of = dict(zip(group.inputs, dtypes))
     dtype_of.update((m.out, m.dtype) for m in members)
-    if not all(csource.compilable(m, dtype_of.get) for m in members[prologue:]):
-        return False
     steps = program.steps[prologue:]
-    used = {a for _, args in steps for a in args if a < len(inputs)}
-    stores = [j for j in range(prologue, len(members)) if full[j] is not None]
-    strides = [codegen.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
-               if k in used else None for k, a in enumerate(inputs)]
-    read = [k for k in range(len(inputs)) if k in used]
-    contiguous = tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]) if shape else ()
-    sizes, walked = codegen.coalesce(shape, [strides[k] for k in read] + [contiguous])
-    rank = max(len(sizes), 1)
-    sizes = sizes or (1,)
-    walked = [w or (0,) for w in walked[:len(read)]]
-    inner = ["unused"] * len(inputs)
-    for k, w in zip(read, walked):
-        inner[k] = {1: "contiguous", 0: "broadcast"}.get(w[-1], "strided")
-    source = csource.render(members, steps, slot_dtypes, stores, rank, inner)
-    function = compiler().function(source)
-    if function is None:
+    last_reader = {}
+    for j, args in steps:
+        for a in args:
+            last_reader[a] = j
+    items: list = []
+    run: list = []
+    for step in [*steps, None]:
+        if step is not None and csource.compilable(members[step[0]], dtype_of.get):
+            run.append(step)
+            continue
+        if len(run) >= 2:
+            items.append(_piece(run, n_inputs, full, last_reader, dtypes))
+        else:
+            items += [j for j, _ in run]
+        run = []
+        if step is not None:
+            items.append(step[0])
+    return items if any(type(item) is Piece for item in items) else None
+
+
+def _piece(steps: list, n_inputs: int, full: list, last_reader: dict,
+           dtypes: list[str]) -> Piece:
+    inside = {n_inputs + j for j, _ in steps}
+    last = steps[-1][0]
+    reads = sorted({a for _, args in steps for a in args if a not in inside})
+    stores = [j for j, _ in steps
+              if full[j] is not None or last_reader.get(n_inputs + j, -1) > last]
+    return Piece(tuple(steps), n_inputs, reads, stores, [dtypes[a] for a in reads])
+
+
+def run_whole(items: list, group: Any, inputs: list, full: list) -> bool:
+    """Evaluate a group that is one piece in one call over every core; False if it is
+    not one piece or did not compile (then nothing was written)."""
+    if len(items) != 1 or not items[0].stores:
         return False
-    _call(function, total, sizes, walked, [inputs[k] for k in read],
-          [full[j] for j in stores], source.scalars)
-    return True
+    piece = items[0]
+    return piece.run(group.members, [inputs[a] for a in piece.reads],
+                     [full[j] for j in piece.stores], split=True)
 
 
-def _call(function: Any, total: int, sizes: tuple[int, ...], strides: list[tuple[int, ...]],
-          reads: list[np.ndarray], stores: list[np.ndarray], scalars: list) -> None:
-    size = (ctypes.c_longlong * len(sizes))(*sizes)
-    flat = [s for w in strides for s in w]
-    stride = (ctypes.c_longlong * max(len(flat), 1))(*flat)
-    data = (ctypes.c_void_p * max(len(reads) + len(stores), 1))(
-        *[a.ctypes.data for a in reads], *[a.ctypes.data for a in stores])
-    values = (ctypes.c_float * max(len(scalars), 1))(
-        *[float(codegen.scalar_value(dtype, v)) for dtype, v in scalars])
-    parts = min(os.cpu_count() or 1, max(1, total // _PER_THREAD))
+def _call(function: Any, total: int, parts: int, *args: Any) -> None:
+    """``function`` over [0, total), split into ``parts`` ranges run on as many threads."""
     bounds = [total * p // parts for p in range(parts + 1)]
-    if parts == 1:
-        function(0, total, size, stride, data, values)
+    in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], *args) for p in range(parts)])
+
+
+def cores() -> int:
+    """How many threads ``in_parallel`` spreads work over: one per core."""
+    return os.cpu_count() or 1
+
+
+def in_parallel(tasks: list) -> None:
+    """Run ``tasks`` (callables that let go of the GIL for most of their time: compiled
+    code, large NumPy calls), the first on this thread, the rest on a shared pool."""
+    if len(tasks) == 1:
+        tasks[0]()
         return
     global _threads
     if _threads is None:
-        _threads = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) - 1,
+        _threads = ThreadPoolExecutor(max_workers=max(cores() - 1, 1),
                                       thread_name_prefix="ember-cpu-kernel")
-    others = [_threads.submit(function, bounds[p], bounds[p + 1], size, stride, data, values)
-              for p in range(1, parts)]
-    function(bounds[0], bounds[1], size, stride, data, values)
+    others = [_threads.submit(task) for task in tasks[1:]]
+    tasks[0]()
     for other in others:
         other.result()

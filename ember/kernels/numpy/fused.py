@@ -21,6 +21,7 @@ import numpy as np
 
 from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
 from ember.kernels.numpy import compiled
+from ember.kernels.numpy.compiled import Piece
 from ember.kernels.numpy.table import KERNELS, NP
 
 # Elements per chunk. Measured on custom_gelu's group here: 32K 0.25-0.30 s, 64K
@@ -70,8 +71,9 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
     views = [(m.out, inputs[len(group.inputs) + j])
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
     if group.rows is None:
-        if not compiled.run(group, program, inputs, full):
-            _run_elementwise(group, program, inputs, full)
+        items = compiled.plan(group, program, inputs, full)
+        if items is None or not compiled.run_whole(items, group, inputs, full):
+            _run_elementwise(group, program, inputs, full, items)
     else:
         _run_rows(group, program, inputs, full)
     n_inputs = len(group.inputs)
@@ -150,12 +152,16 @@ def _donations(group: Any, program: Any, inputs: list,
     return donated
 
 
-def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None:
+def _run_elementwise(group: Any, program: Any, inputs: list, full: list,
+                     items: list | None) -> None:
+    """``items``: the members after the prologue, runs of them as compiled ``Piece``s
+    (None: each member its NumPy kernel)."""
     shape = group.shape
     members = group.members
     total = math.prod(shape)
     if total <= CHUNK_ELEMENTS or not shape:
-        _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
+        _evaluate(program, group, members, inputs, full,
+                  _Scratch(group, program, full, items=items), items)
         return
     arrays = [a for a in inputs if isinstance(a, np.ndarray) and a.ndim]
     if all(a.shape == shape and a.flags.c_contiguous for a in arrays):
@@ -163,17 +169,18 @@ def _run_elementwise(group: Any, program: Any, inputs: list, full: list) -> None
                        else (a, False) for a in inputs]
         flat_full = [f.reshape(-1) if f is not None else None for f in full]
         _in_blocks(group, program, members, flat_inputs, flat_full, total, CHUNK_ELEMENTS,
-                   (CHUNK_ELEMENTS,))
+                   (CHUNK_ELEMENTS,), items=items)
         return
     shape, inputs, full = _merge_leading_dims(shape, inputs, full)
     rows = shape[0]
     inner = total // rows if rows else 0
     block = max(1, CHUNK_ELEMENTS // max(inner, 1))
     if rows <= 1 or block >= rows:
-        _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
+        _evaluate(program, group, members, inputs, full,
+                  _Scratch(group, program, full, items=items), items)
         return
     _in_blocks(group, program, members, [(a, _spans_rows(a, shape)) for a in inputs], full,
-               rows, block, (block, *shape[1:]))
+               rows, block, (block, *shape[1:]), items=items)
 
 
 def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
@@ -201,18 +208,29 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
 
 def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: list,
                rows: int, block: int, scratch_shape: tuple[int, ...] | None,
-               last_messages: list | None = None) -> None:
+               last_messages: list | None = None, items: list | None = None) -> None:
     """Evaluate rows [0, rows) of every input (``(value, spans rows)``) and output in
     blocks of ``block`` rows. ``last_messages``: the members as a short last block runs
-    them, where they differ."""
-    scratch = _Scratch(group, program, full, scratch_shape)
-    for start in range(0, rows, block):
-        stop = min(start + block, rows)
-        scratch.length = stop - start
-        short = last_messages is not None and stop - start != block
-        _evaluate(program, group, last_messages if short else messages,
-                  [a[start:stop] if spans else a for a, spans in inputs],
-                  [f[start:stop] if f is not None else None for f in full], scratch)
+    them, where they differ. With compiled pieces, which let go of the GIL, the blocks
+    are shared between the cores (NumPy kernels alone hold it too often to gain)."""
+    starts = range(0, rows, block)
+    parts = compiled.cores() if items is not None else 1
+    if len(starts) < 2 * parts:
+        parts = 1
+
+    def evaluate(starts: range) -> None:
+        scratch = _Scratch(group, program, full, scratch_shape, items)
+        for start in starts:
+            stop = min(start + block, rows)
+            scratch.length = stop - start
+            short = last_messages is not None and stop - start != block
+            _evaluate(program, group, last_messages if short else messages,
+                      [a[start:stop] if spans else a for a, spans in inputs],
+                      [f[start:stop] if f is not None else None for f in full], scratch, items)
+
+    share = -(-len(starts) // parts)
+    compiled.in_parallel([lambda part=starts[p * share:(p + 1) * share]: evaluate(part)
+                          for p in range(parts)])
 
 
 def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
@@ -303,19 +321,28 @@ class _Scratch:
 
     ``shape``: every buffer's shape (chunks of one shape), or None for each member's
     block shape as its message gives it; ``length``: the rows of the current block.
+    A compiled piece (in ``items``) is one step: its members' reads count at its last
+    member (so it never writes into a buffer it reads), and members whose values stay
+    inside it need no buffer.
     """
 
     __slots__ = ("assign", "buffers", "shape", "length")
 
     def __init__(self, group: Any, program: Any, full: list,
-                 shape: tuple[int, ...] | None = None) -> None:
-        members, n = group.members, len(group.inputs)
-        steps = program.steps[group.prologue:]
+                 shape: tuple[int, ...] | None = None, items: list | None = None) -> None:
+        members, n, prologue = group.members, len(group.inputs), group.prologue
+        steps = program.steps[prologue:]
+        read_at: dict[int, int] = {}  # a piece's member → the step its reads count at
+        in_registers: set[int] = set()
+        for item in items or ():
+            if type(item) is Piece:
+                read_at.update((j, item.indices[-1] - prologue) for j in item.indices)
+                in_registers.update(set(item.indices) - set(item.stores))
         root: dict[int, int] = {}  # a view's slot → the slot whose buffer it shows
         last: dict[int, int] = {}  # slot → the last step reading it, through views
         for step, (j, args) in enumerate(steps):
             for a in args:
-                last[root.get(a, a)] = step
+                last[root.get(a, a)] = read_at.get(j, step)
             if members[j].op in _VIEWS and full[j] is None:
                 root[n + j] = root.get(args[0], args[0])
         self.assign: dict[int, int] = {}  # member → buffer
@@ -324,7 +351,7 @@ class _Scratch:
         frees_after: dict[int, list[tuple]] = {}
         for step, (j, _) in enumerate(steps):
             member = members[j]
-            if full[j] is None and member.op not in _VIEWS:
+            if full[j] is None and member.op not in _VIEWS and j not in in_registers:
                 key = (member.dtype, member.shape[1:])
                 ids = free.get(key)
                 buffer = ids.pop() if ids else len(keys)
@@ -350,20 +377,43 @@ class _Scratch:
 
 
 def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: list,
-              scratch: _Scratch) -> None:
-    """One block: every member's kernel after the prologue, writing the outputs it
-    materializes (``outputs[j]`` not None) in place and the rest into scratch."""
+              scratch: _Scratch, items: list | None = None) -> None:
+    """One block: every member's kernel after the prologue (or its compiled piece),
+    writing the outputs it materializes (``outputs[j]`` not None) in place and the rest
+    into scratch."""
     slots = list(inputs)
     chunk_pool = _ChunkPool()
-    for j, args in program.steps[group.prologue:]:
-        member = messages[j]
-        dest = outputs[j]
-        keep = dest is not None
-        if not keep:
-            dest = scratch.dest(j, member)
-        chunk_pool.buffer = dest
-        result = KERNELS[member.op](member, chunk_pool, *[slots[a] for a in args])
-        if result is not dest and keep:
-            np.copyto(dest, result, casting="unsafe")
-            result = dest
-        slots.append(result)
+    steps = program.steps
+    for item in items if items is not None else range(group.prologue, len(steps)):
+        if type(item) is not Piece:
+            slots.append(_run_member(messages[item], steps[item][1], slots, outputs[item],
+                                     scratch.dest(item, messages[item]), chunk_pool))
+            continue
+        dests = [outputs[j] if outputs[j] is not None else scratch.dest(j, messages[j])
+                 for j in item.stores]
+        if not dests:  # nothing it computes is read or kept
+            slots += [None] * len(item.indices)
+        elif item.run(messages, [slots[a] for a in item.reads], dests):
+            stored = dict(zip(item.stores, dests))
+            slots += [stored.get(j) for j in item.indices]
+        else:  # it did not compile: its members one by one, in buffers of their own
+            stored = dict(zip(item.stores, dests))
+            for j in item.indices:
+                dest = stored.get(j)
+                slots.append(_run_member(messages[j], steps[j][1], slots, outputs[j],
+                                         dest if dest is not None else
+                                         np.empty(dests[0].shape, NP[messages[j].dtype]),
+                                         chunk_pool))
+
+
+def _run_member(member: Any, args: tuple[int, ...], slots: list, output: np.ndarray | None,
+                scratch: np.ndarray | None, chunk_pool: _ChunkPool) -> np.ndarray:
+    """One member's NumPy kernel on this block, into ``output`` if it is kept, else into
+    ``scratch`` (None for a view, which writes nothing)."""
+    dest = output if output is not None else scratch
+    chunk_pool.buffer = dest
+    result = KERNELS[member.op](member, chunk_pool, *[slots[a] for a in args])
+    if result is not dest and output is not None:
+        np.copyto(output, result, casting="unsafe")
+        return output
+    return result
