@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -297,3 +299,24 @@ def test_compile_off_setting(monkeypatch, compile_small):
     x = em.tensor(np.ones(5000, np.float32))
     ((x * 2.0).erf() + 1.0).numpy()
     assert compile_small == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_runs_compiled_groups_on_new_threads():
+    x_np = np.linspace(-3, 3, 1 << 17, dtype=np.float32)
+    expected = ((em.tensor(x_np) * 2.0).erf() + 1.0).numpy()  # the parent's pool starts
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if the result is right
+        try:
+            y = ((em.tensor(x_np, device=em.cpu(7)) * 2.0).erf() + 1.0).numpy()
+            os._exit(0 if np.array_equal(y, expected) else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's compiled group never finished")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

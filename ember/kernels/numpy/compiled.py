@@ -123,6 +123,15 @@ _compiler: _Compiler | None = None
 _threads: ThreadPoolExecutor | None = None
 
 
+def _forget_threads() -> None:
+    """A forked child has none of the pool's threads (work sent to it would wait forever)."""
+    global _threads
+    _threads = None
+
+
+os.register_at_fork(after_in_child=_forget_threads)
+
+
 def compiler() -> _Compiler:
     global _compiler
     if _compiler is None:
