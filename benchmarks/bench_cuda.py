@@ -4,8 +4,10 @@ Workloads: burn's custom_gelu ([32, 512, 2048], ``x * 0.5 * (1 + erf(x / sqrt 2)
 softmax and layer_norm on [32, 512, 4096] (ember's composites of primitives); a
 matmul sweep (float32 strict, bfloat16); an MLP training step (784-4096-4096-10,
 batch 4096, Adam); a transformer encoder layer forward + backward (d_model 768, 12
-heads, feed-forward 3072, seq 256, batch 8, no dropout); launch overhead (a
-16-element op issued 2000 times); the Learner's data-parallel throughput on 1 and 2
+heads, feed-forward 3072, seq 256, batch 8, no dropout; also as an ``em.graphed`` step,
+replayed as a CUDA graph); launch overhead (a
+16-element op issued 2000 times; a step of 100 small matmuls, eager and replayed as a
+CUDA graph through ``em.graphed``); the Learner's data-parallel throughput on 1 and 2
 GPUs (the MLP step's model and batch, gradients all-reduced over NCCL).
 
 ember's times are wall-clock over ``repeats`` issues and one ``em.sync`` (what a
@@ -280,8 +282,11 @@ def encoder_layer() -> None:
         tlayer(x_t).sum().backward()
         return [p.grad for p in tlayer.parameters()]
 
+    graphed = em.graphed(em_step, DEV)
     row(f"encoder layer fwd+bwd d{d_model} h{heads} ff{ff} seq{seq} batch{batch} f32", None,
-        {"ember": timed(em_step, em_sync, 10), "torch eager": timed(torch_step, torch_sync, 10)})
+        {"ember": timed(em_step, em_sync, 10), "ember em.graphed": timed(graphed, em_sync, 10),
+         "torch eager": timed(torch_step, torch_sync, 10)})
+    print(f"# encoder em.graphed: {graphed.graph_stats()}", flush=True)
 
 
 def data_parallel() -> None:
@@ -326,6 +331,32 @@ def launch_overhead() -> None:
              "torch": timed(lambda: (x_t + 1.0).sum(), torch_sync, n)}
     print("| launch: (x + 1).sum() on 16 elements | "
           + " | ".join(f"{k} {v * 1e6:.1f} µs" for k, v in times.items()) + " |", flush=True)
+    # A step of 100 dependent 16x16 matmuls (one cuBLAS kernel each, never fused): eager,
+    # and replayed as a CUDA graph by em.graphed; per matmul.
+    chain = 100
+    w_em = em.from_numpy(np.eye(16, dtype=np.float32), device=DEV)
+
+    def em_chain():
+        y = w_em
+        for _ in range(chain):
+            y = y @ w_em
+        return y
+
+    graphed = em.graphed(em_chain, DEV)
+    w_t = torch.eye(16, device="cuda")
+
+    def torch_chain():
+        y = w_t
+        for _ in range(chain):
+            y = y @ w_t
+        return y
+
+    times = {"ember eager": timed(em_chain, em_sync, 20),
+             "ember em.graphed": timed(graphed, em_sync, 20),
+             "torch eager": timed(torch_chain, torch_sync, 20)}
+    print(f"| launch: a step of {chain} matmuls 16x16, per matmul | "
+          + " | ".join(f"{k} {v / chain * 1e6:.2f} µs" for k, v in times.items())
+          + f" | {graphed.graph_stats()} |", flush=True)
 
 
 if __name__ == "__main__":

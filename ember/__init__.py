@@ -37,7 +37,7 @@ from ember.ops.creation import (
 from ember.ops.elementwise import where
 from ember.ops.shape import cat, stack
 from ember.record import load, load_safetensors, save, save_safetensors
-from ember.runtime import run, stats, sync, sync_async, trace
+from ember.runtime import graphed, run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
 from ember.nn.config import Config
 from ember import nn, optim, train  # after Tensor: they build on it
@@ -53,7 +53,7 @@ __all__ = [
     "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros",
     "zeros_like",
     "cat", "stack", "where",
-    "run", "stats", "sync", "sync_async", "trace", "clear_cache",
+    "run", "stats", "sync", "sync_async", "trace", "graphed", "clear_cache",
     "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",
 ]

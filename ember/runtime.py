@@ -63,3 +63,51 @@ def trace() -> Iterator[_trace.Trace]:
             actor.wait(actor.barrier())
     finally:
         _trace.stop(recording)
+
+
+class GraphedStep:
+    """``em.graphed(fn)``: calls of ``fn`` as steps a CUDA device captures and replays."""
+
+    def __init__(self, fn: Callable[..., Any], device: Device | str | None) -> None:
+        self.fn = fn
+        self._device = device
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        actor = resolve_device(self._device).actor
+        actor.step_begin()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            actor.step_end()
+
+    def graph_stats(self) -> dict[str, int]:
+        """Steps captured, replayed and refused (a capture that failed) on the device so
+        far; all 0 where the device captures no graphs."""
+        graphs = resolve_device(self._device).actor.graphs
+        if graphs is None:
+            return {"captures": 0, "replays": 0, "refusals": 0}
+        return {"captures": graphs.captures, "replays": graphs.replays,
+                "refusals": graphs.refusals}
+
+
+def graphed(fn: Callable[..., Any], device: Device | str | None = None) -> GraphedStep:
+    """``fn`` (a training step, say) as a step whose kernels a CUDA device captures once
+    as a CUDA graph and replays whenever a later call issues the same ops on the same
+    shapes, dtypes and scalar values; elsewhere (CPU, WebGPU) calls just run ``fn``.
+
+    The ops ``fn`` submits to ``device`` (default: the default device) run as one batch
+    at the step's end: the first call of a kind runs them (compiling and autotuning),
+    the second captures and launches them, later ones replay (copying the step's inputs
+    into the graph's own buffers first); the host's per-op work on the device's worker
+    is skipped. Results are the eager ones, bit for bit (the same kernels). What keeps
+    a call from replaying: other shapes, dtypes or ops, a scalar that changes per call
+    (Adam's bias correction, a scheduled learning rate; seeded random ops), a read, sync
+    or upload inside ``fn`` (the step then runs at once, uncaptured), or a capture the
+    device refused (that kind of step then always runs as it is).
+
+    Example:
+        >>> step = em.graphed(lambda: [p.grad(g) for g in [layer(x).sum().backward()]
+        ...                            for p in layer.parameters()])
+        >>> grads = step()     # the same kernels as calling the function itself
+    """
+    return GraphedStep(fn, device)

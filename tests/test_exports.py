@@ -16,8 +16,9 @@ API_NAMES = {
     "nn", "optim", "train", "Config",
     "save", "load", "save_safetensors", "load_safetensors",
 }
-# DESIGN.md's names beyond API.md: em.clear_cache() empties the on-disk kernel caches.
-EXTRA_NAMES = {"Device", "DType", "Tensor", "clear_cache"}
+# DESIGN.md's names beyond API.md: em.clear_cache() empties the on-disk kernel caches;
+# em.graphed(step) captures a repeated step as a CUDA graph (issue 7, deliverable 6).
+EXTRA_NAMES = {"Device", "DType", "Tensor", "clear_cache", "graphed"}
 
 
 def test_all_lists_exactly_the_public_names():

@@ -26,11 +26,14 @@ from typing import Any
 import numpy as np
 
 from ember.actors import trace as _trace
-from ember.actors.ir import Barrier, Call, Check, Drop, Fetch, MultiCall, Receive, Send, Upload
+from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Receive, Send,
+                             StepBegin, StepEnd, Upload)
+from ember.actors.step_graphs import StepGraphs
 from ember.actors.stats import Stats
 from ember.actors.waiter import Waiter
 from ember.errors import KernelError
-from ember.kernels.fusion.planner import FusedGroup
+from ember.kernels.fusion.planner import (ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS,
+                                          FusedGroup)
 
 _tickets = itertools.count(1)
 # Buffers on their way between actors: ticket -> (source actor, waiter).
@@ -47,6 +50,35 @@ LINGER_S = float(os.environ.get("EMBER_LINGER_US", "1000")) / 1e6
 _BATCH_OPS = 1024
 # EMBER_FUSION=0 runs every op on its own (identical results; for debugging and comparison).
 FUSION = os.environ.get("EMBER_FUSION", "1") not in ("", "0")
+
+
+# The most trailing messages a drain holds back (two groups' worth of members).
+_HOLD_MAX = 2 * MAX_MEMBERS
+_JOINABLE = ELEMENTWISE | REDUCTIONS | VIEWS
+
+
+def _open_tail(batch: list) -> int:
+    """How many trailing messages of a drained batch to leave queued for the next drain:
+    a run of ops that could fuse with what comes next (and the drops among them).
+
+    A batch is whatever was queued when the worker woke, so while the caller outpaces the
+    worker its edge falls anywhere, often inside a softmax's or a layer norm's ops; the
+    planner then makes groups of the pieces, each a new kernel structure (on the H200 an
+    encoder layer's step met 6 such new structures, 0.1 to 0.3 s of compiling and
+    autotuning each). Held back, the run is planned whole with the ops that follow it.
+    Not held: a batch that is all such a run (the caller would wait on room that a held
+    batch never frees) or a tail longer than ``_HOLD_MAX``.
+    """
+    tail = 0
+    for msg in reversed(batch):
+        kind = type(msg)
+        if kind is Drop or (kind is Call and msg.op in _JOINABLE):
+            tail += 1
+            if tail > _HOLD_MAX:
+                return 0
+        else:
+            return tail
+    return 0
 
 
 def format_site(site: tuple[str, int]) -> str:
@@ -105,6 +137,12 @@ class DeviceActor:
         self._ops_fused = 0
         make_planner = getattr(backend, "fusion_planner", None)
         self._planner = make_planner() if FUSION and make_planner is not None else None
+        # em.graphed's steps: the messages of the open step (None: none open), and the
+        # backend's capture of repeated steps (None: it has none; steps run as they are).
+        self._step: list | None = None
+        self._stepping = False  # set by the first step_begin: batches then look for steps
+        make_capturer = getattr(backend, "graph_capturer", None)
+        self.graphs = StepGraphs(make_capturer()) if make_capturer is not None else None
         self._thread = threading.Thread(target=self._loop, name=f"ember-{name}", daemon=True)
         self._thread.start()
 
@@ -198,6 +236,14 @@ class DeviceActor:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def step_begin(self) -> None:
+        """Open a step of ``em.graphed``: what is submitted until ``step_end`` is one unit."""
+        self._stepping = True
+        self.submit(StepBegin(), 0)
+
+    def step_end(self) -> None:
+        self.submit(StepEnd(), 0)
+
     def wait(self, waiter: Waiter) -> Any:
         return waiter.wait(self.alive, self.name)
 
@@ -241,9 +287,11 @@ class DeviceActor:
             start_worker = getattr(self.backend, "start_worker", None)
             if start_worker is not None:
                 start_worker()
+            held = 0  # messages at the front of the queue that the last drain held back
             while True:
-                wake.wait()
-                wake.clear()
+                if not held:
+                    wake.wait()
+                    wake.clear()
                 # Linger so a stream of tiny ops arrives as one batch (and the caller
                 # is not slowed by a worker waking per op), unless a reader waits.
                 if not urgent.is_set():
@@ -254,6 +302,11 @@ class DeviceActor:
                 with self._lock:
                     # popleft, not list + clear: drops are appended without the lock.
                     batch = [pending.popleft() for _ in range(len(pending))]
+                    # Nothing new since the hold: the caller paused, so the held run ends.
+                    held = _open_tail(batch) if len(batch) > held else 0
+                    if held:
+                        pending.extendleft(reversed(batch[-held:]))
+                        del batch[-held:]
                     self._claimed_ops = len(batch)
                     self._claimed_bytes = self._queued_bytes
                     self._queued_bytes = 0
@@ -275,6 +328,50 @@ class DeviceActor:
 
     def _run_batch(self, batch: list) -> None:
         self._batches += 1
+        if self._stepping:
+            self._run_with_steps(batch)
+        else:
+            self.run_messages(batch)
+        with self._lock:
+            # Messages are released every _PROGRESS_EVERY, bytes once per batch.
+            self._claimed_ops = 0
+            self._claimed_bytes = 0
+            self._room.notify_all()
+
+    def _run_with_steps(self, batch: list) -> None:
+        """Run ``batch``, collecting the messages of steps (which may span batches) and
+        running each step whole at its end."""
+        plain: list = []
+        for msg in batch:
+            kind = type(msg)
+            if kind is StepBegin:
+                plain.extend(self._step or ())  # a step left open runs as it is
+                self.run_messages(plain)
+                plain = []
+                self._step = []
+            elif kind is StepEnd:
+                if self._step is not None:
+                    step, self._step = self._step, None
+                    if self.graphs is not None:
+                        self.graphs.run(self, step)
+                    else:
+                        self.run_messages(step)
+            elif self._step is None:
+                plain.append(msg)
+            elif kind is Call or kind is MultiCall or kind is Drop:
+                self._step.append(msg)
+            else:
+                # A read, sync, upload or transfer inside a step: the step so far runs now,
+                # uncaptured (a reader must not wait for a step's end that comes after it).
+                plain.extend(self._step)
+                plain.append(msg)
+                self._step = None
+        self.run_messages(plain)
+
+    def run_messages(self, batch: list) -> None:
+        """Plan ``batch`` and run its messages (on the worker)."""
+        if not batch:
+            return
         if self._planner is not None:
             batch = self._planner.plan(batch, self._stored_dtype, self._stored_shape)
         handlers = self._handlers
@@ -288,11 +385,49 @@ class DeviceActor:
                 handlers[type(msg)](self, msg)
             if i % _PROGRESS_EVERY == 0:
                 self._report_progress(_PROGRESS_EVERY)
-        with self._lock:
-            # Messages are released every _PROGRESS_EVERY, bytes once per batch.
-            self._claimed_ops = 0
-            self._claimed_bytes = 0
-            self._room.notify_all()
+
+    # What StepGraphs reads and writes of the worker's state (on the worker).
+
+    @property
+    def env(self) -> dict[int, Any]:
+        return self._env
+
+    @property
+    def failed(self) -> dict[int, KernelError]:
+        return self._failed
+
+    def stored_meta(self, tensor_id: int) -> tuple[tuple[int, ...], str] | None:
+        """(shape, dtype name) of a computed value, None if missing or failed."""
+        value = self._env.get(tensor_id)
+        return None if value is None else (tuple(value.shape), str(value.dtype))
+
+    def store(self, tensor_id: int, value: Any) -> None:
+        self._store(tensor_id, value)
+
+    def swap(self, tensor_id: int, value: Any) -> None:
+        """Hold ``value`` under a stored ``tensor_id`` instead (an equal copy)."""
+        owned = self.backend.owned_nbytes
+        self._bytes_held += owned(value) - owned(self._env[tensor_id])
+        self._env[tensor_id] = value
+
+    def forget(self, tensor_id: int) -> None:
+        """Drop what a refused capture stored under ``tensor_id``."""
+        self._failed.pop(tensor_id, None)
+        value = self._env.pop(tensor_id, None)
+        if value is not None:
+            self._bytes_held -= self.backend.owned_nbytes(value)
+
+    def replayed(self, messages: list, produced: list[int]) -> None:
+        """Count a replayed step's ops and run its drops of values it did not make."""
+        made = set(produced)
+        for msg in messages:
+            kind = type(msg)
+            if kind is Drop:
+                if msg.id not in made:
+                    self._on_drop(msg)
+            else:
+                self._executed += 1
+        self._kernels += 1
 
     def _report_progress(self, count: int) -> None:
         with self._lock:

@@ -87,3 +87,12 @@ class Receive(msgspec.Struct, frozen=True, gc=False):
     shape: tuple[int, ...]
     dtype: str
     site: Site
+
+
+class StepBegin(msgspec.Struct, frozen=True, gc=False):
+    """The messages up to the next ``StepEnd`` are one step of ``em.graphed`` (a unit a
+    backend may capture as a CUDA graph and replay)."""
+
+
+class StepEnd(msgspec.Struct, frozen=True, gc=False):
+    """The end of the step that the last ``StepBegin`` opened."""

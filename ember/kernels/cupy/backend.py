@@ -97,6 +97,12 @@ class CupyBackend:
         return FusionPlanner(codegen.fusible, self.MAX_FUSED_INPUTS, reductions=True,
                              views=True)
 
+    def graph_capturer(self) -> Any:
+        """What captures and replays ``em.graphed`` steps here (used on the worker)."""
+        from ember.kernels.cupy.graphs import CupyCapturer
+
+        return CupyCapturer(self)
+
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
         return self.fused.run(group, program, inputs)
 

@@ -26,15 +26,18 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
-from ember.kernels.numpy.table import NP
 
 # Dtypes a generated kernel reads and writes, with their storage type in C++.
 STORAGE = {"float32": "float", "float16": "unsigned short", "bfloat16": "unsigned short",
            "bool": "bool"}
 FLOATS = ("float32", "float16", "bfloat16")
+# Not the NumPy backend's NP table: the CPU backend renders C from this module, so
+# importing that package here would be circular.
+_LOW_PRECISION = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 
 _PREAMBLE = r"""
 template <typename T, int N> struct __align__(sizeof(T) * N) Vec { T v[N]; };
@@ -427,5 +430,5 @@ def scalar_value(dtype: str, value: Any) -> np.generic:
         return np.bool_(value)
     rounded = np.asarray(value, np.float32)
     if dtype != "float32":
-        rounded = rounded.astype(NP[dtype]).astype(np.float32)
+        rounded = rounded.astype(_LOW_PRECISION[dtype]).astype(np.float32)
     return np.float32(rounded.item())

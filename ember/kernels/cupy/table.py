@@ -1,7 +1,8 @@
 """The CUDA kernel table: the NumPy backend's kernels (array-module generic, so they run
 on CuPy arrays) plus the kernels the GPU needs done differently.
 
-Different on the GPU: matmul (cuBLAS in float16 / bfloat16 directly, TF32 on request),
+Different on the GPU: matmul (cuBLAS called directly, gemm.py: float16 / bfloat16 natively,
+TF32 on request, and capturable into CUDA graphs),
 random numbers (cuRAND, seeded per op), and the special functions NumPy's kernels take
 from SciPy (``cupyx.scipy.special`` here).
 """
@@ -17,6 +18,7 @@ import cupy
 import numpy as np
 from cupyx.scipy import special
 
+from ember.kernels.cupy import gemm
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
 
@@ -68,18 +70,20 @@ if TF32:
 @cuda_kernel("matmul")
 def _matmul(msg, pool, a, b):
     # cuBLAS multiplies float16 and bfloat16 natively (float32 accumulation), unlike
-    # NumPy, whose kernel widens them.
-    out_dtype = NP[msg.dtype]
-    if out_dtype == NP["bfloat16"] and (a.ndim > 2 or b.ndim > 2 or a.ndim < 2 or b.ndim < 2):
-        # CuPy 14's batched and vector matmul paths reject bfloat16: widen those.
+    # NumPy, whose kernel widens them; integer products stay NumPy's kernel (on CuPy).
+    if msg.dtype not in gemm.DATA_TYPES:
         return NUMPY_KERNELS["matmul"](msg, pool, a, b)
+    out_dtype = NP[msg.dtype]
     a = a.astype(out_dtype, copy=False)
     b = b.astype(out_dtype, copy=False)
-    if a.ndim > 2 and b.ndim == 2:
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if b.ndim == 1:
+        b = b.reshape(-1, 1)
+    elif a.ndim > 2 and b.ndim == 2:
         # (..., m, k) @ (k, n) as one GEMM over the flattened rows.
-        flat = cupy.matmul(a.reshape(-1, a.shape[-1]), b)
-        return flat.reshape(msg.shape)
-    return cupy.matmul(a, b)
+        a = a.reshape(-1, a.shape[-1])
+    return gemm.current(TF32).matmul(a, b, msg.dtype).reshape(msg.shape)
 
 
 def _generator(seed: int, counter: int) -> cupy.random.RandomState:

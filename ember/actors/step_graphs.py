@@ -1,0 +1,189 @@
+"""Steps of ``em.graphed``: recognised when they repeat, captured once, replayed.
+
+The worker collects a step's messages (ops and drops between ``StepBegin`` and
+``StepEnd``) and runs them as one batch, so the planner fuses them the same way every
+time. A step's *signature* is its messages with tensor ids renumbered (a produced
+value by its order in the step, an input read from before the step by its order of
+first read) plus each input's shape and dtype: two steps with the same signature
+launch the same kernels on the same sizes and scalars.
+
+The first step of a signature runs as it is (compiling and autotuning what it needs);
+the second is captured by the backend's capturer (``backend.graph_capturer()``; only
+CUDA has one) and launched; later ones copy their inputs into the graph's own input
+buffers and replay it. A step runs as it is, uncaptured, when:
+
+- its signature differs from every captured one (other shapes, dtypes, ops, scalar
+  values: a learning rate or bias correction that changes every step makes every step
+  new), or the device holds ``MAX_GRAPHS`` graphs already;
+- it reads, syncs, uploads or transfers inside (a host read cannot be captured): the
+  worker runs it at once instead of collecting it, so the reader never waits on a step
+  that would only end after the read;
+- an input failed, or its capture failed (an op the capture refuses): that signature
+  is refused from then on.
+
+A graph writes its outputs into the same buffers at every replay, so before a replay
+an output of the last one that a tensor still holds is copied out to a buffer of its
+own: tensors stay immutable values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.actors.ir import Call, Drop, MultiCall
+
+# Graphs a device keeps (each holds its own memory for as long as it lives).
+MAX_GRAPHS = 8
+
+
+def signature(messages: list, stored: Any) -> tuple[tuple, list[int], list[int]] | None:
+    """(key, input ids, produced ids) of a step, or None if it reads a value that
+    ``stored(id)`` does not know (a failed or missing input) or holds unhashable attrs.
+
+    ``stored(id)`` gives (shape, dtype name) of a value stored before the step, or None.
+    Drops of values the step neither reads nor makes change no kernel: left out.
+    """
+    produced: dict[int, int] = {}
+    inputs: dict[int, int] = {}
+    parts: list[tuple] = []
+
+    def ref(tensor_id: int) -> int | None:
+        found = produced.get(tensor_id)
+        if found is not None:
+            return found
+        found = inputs.get(tensor_id)
+        if found is None:
+            found = inputs[tensor_id] = len(inputs)
+        return -1 - found
+
+    for msg in messages:
+        kind = type(msg)
+        if kind is Call:
+            parts.append((msg.op, msg.attrs, msg.shape, msg.dtype,
+                          tuple(ref(i) for i in msg.inputs)))
+            produced[msg.out] = len(produced)
+        elif kind is MultiCall:
+            parts.append((msg.op, msg.attrs, msg.shapes, msg.dtypes,
+                          tuple(ref(i) for i in msg.inputs)))
+            for out in msg.outs:
+                produced[out] = len(produced)
+        elif kind is Drop:
+            if msg.id in produced:
+                parts.append(("drop", produced[msg.id]))
+            elif msg.id in inputs:
+                parts.append(("drop", -1 - inputs[msg.id]))
+    metas = []
+    for tensor_id in inputs:
+        meta = stored(tensor_id)
+        if meta is None:
+            return None
+        metas.append(meta)
+    key = (tuple(parts), tuple(metas))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key, list(inputs), list(produced)
+
+
+class _Graph:
+    """A captured step: the backend's graph, its input buffers, its outputs by the
+    order the step produced them, and the ids that hold those outputs now."""
+
+    __slots__ = ("graph", "statics", "outputs", "holders", "memory")
+
+    def __init__(self, graph: Any, statics: list, outputs: dict[int, Any], memory: Any) -> None:
+        self.graph = graph
+        self.statics = statics
+        self.outputs = outputs
+        self.holders: dict[int, int] = {}
+        self.memory = memory  # the graph's own memory, alive as long as the graph
+
+
+_SEEN, _REFUSED = "seen", "refused"
+
+
+class StepGraphs:
+    """The step signatures of one device and what became of each."""
+
+    def __init__(self, capturer: Any) -> None:
+        self.capturer = capturer
+        self._entries: dict[tuple, Any] = {}
+        self._graphs = 0
+        self.captures = 0
+        self.replays = 0
+        self.refusals = 0
+
+    def run(self, actor: Any, messages: list) -> None:
+        """Run one step's messages on ``actor``'s worker: as they are, captured or replayed."""
+        found = signature(messages, actor.stored_meta)
+        if found is None:
+            return actor.run_messages(messages)
+        key, inputs, produced = found
+        entry = self._entries.get(key)
+        if isinstance(entry, _Graph):
+            return self._replay(actor, entry, messages, inputs, produced)
+        if entry is None or entry is _REFUSED or self._graphs >= MAX_GRAPHS:
+            if entry is None and len(self._entries) < 64 * MAX_GRAPHS:
+                self._entries[key] = _SEEN
+            return actor.run_messages(messages)
+        self._capture(actor, key, messages, inputs, produced)
+
+    def _capture(self, actor: Any, key: tuple, messages: list, inputs: list[int],
+                 produced: list[int]) -> None:
+        env = actor.env
+        originals = {i: env[i] for i in inputs}
+        capturer = self.capturer
+        with capturer.memory() as memory:
+            statics = [capturer.copy(originals[i]) for i in inputs]
+            for i, static in zip(inputs, statics):
+                actor.swap(i, static)
+            graph = None
+            try:
+                capturer.begin()
+                try:
+                    actor.run_messages(messages)
+                finally:
+                    graph = capturer.end()
+            except Exception:
+                graph = None
+            if graph is not None and not any(i in actor.failed for i in produced):
+                capturer.launch(graph)
+                for i in inputs:  # the inputs' own buffers again, for whoever holds them
+                    if i in env:
+                        actor.swap(i, originals[i])
+                outputs = {k: env[i] for k, i in enumerate(produced) if i in env}
+                entry = self._entries[key] = _Graph(graph, statics, outputs, memory)
+                entry.holders = {k: produced[k] for k in outputs}
+                self._graphs += 1
+                self.captures += 1
+                return
+        # Refused: forget what the capture stored and run the step as it is.
+        for i in produced:
+            actor.forget(i)
+        for i, value in originals.items():
+            if i in env:
+                actor.swap(i, value)
+            else:  # dropped inside the capture: stored again, for the step's own run
+                actor.store(i, value)
+        self._entries[key] = _REFUSED
+        self.refusals += 1
+        actor.run_messages(messages)
+
+    def _replay(self, actor: Any, entry: _Graph, messages: list, inputs: list[int],
+                produced: list[int]) -> None:
+        env = actor.env
+        capturer = self.capturer
+        for k, array in entry.outputs.items():
+            holder = entry.holders.get(k)
+            if holder is not None and env.get(holder) is array:
+                actor.swap(holder, capturer.copy_out(array))
+        for static, i in zip(entry.statics, inputs):
+            capturer.copy_into(static, env[i])
+        capturer.launch(entry.graph)
+        entry.holders = {}
+        for k, array in entry.outputs.items():
+            actor.store(produced[k], array)
+            entry.holders[k] = produced[k]
+        actor.replayed(messages, produced)
+        self.replays += 1

@@ -1,0 +1,192 @@
+"""Matrix products through cuBLAS called directly, on the worker's stream.
+
+Not ``cupy.matmul``: CuPy refuses every cuBLAS call while a stream captures (its
+``setStream`` raises NotImplementedError, "calling cuBLAS API during stream capture is
+currently unsupported"), so a CUDA graph of a training step could not hold its matmuls.
+cuBLAS itself supports capture. This module calls ``cublasGemmStridedBatchedEx`` through
+ctypes on a handle of its own, with a fixed workspace: the same call, algorithm choice
+and workspace in eager runs and in captured ones, so a replayed graph gives the eager
+bits.
+
+Operands reach cuBLAS without copies when they are row-major or transposed views with
+one batch stride (a weight's ``.T``, ``k.transpose(-2, -1)``, a broadcast batch);
+anything else is made contiguous first. ``layout`` (pure Python) decides which.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+# cudaDataType, cublasComputeType_t and cublasOperation_t values (cuBLAS headers).
+_CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_R_16BF = 0, 1, 2, 14
+_COMPUTE_32F, _COMPUTE_64F, _COMPUTE_32F_FAST_TF32 = 68, 70, 77
+_OP_N, _OP_T = 0, 1
+_GEMM_DEFAULT = -1
+_POINTER_MODE_HOST = 0
+# cuBLAS's recommended workspace on Hopper (its docs: 32 MiB).
+WORKSPACE_BYTES = 32 << 20
+
+DATA_TYPES = {"float32": _CUDA_R_32F, "float64": _CUDA_R_64F, "float16": _CUDA_R_16F,
+              "bfloat16": _CUDA_R_16BF}
+
+
+def compute_type(dtype: str, tf32: bool) -> int:
+    """cuBLAS's compute type for ``dtype``: float64 in float64, the rest accumulate in
+    float32 (TF32 products for float32 when ``tf32``)."""
+    if dtype == "float64":
+        return _COMPUTE_64F
+    return _COMPUTE_32F_FAST_TF32 if tf32 and dtype == "float32" else _COMPUTE_32F
+
+
+def _matrix(rows: int, cols: int, s0: int, s1: int) -> tuple[int, int] | None:
+    """(op, ld) that hands a (rows, cols) row-major-indexed operand with element strides
+    (s0, s1) to column-major cuBLAS as its transpose, or None (needs a copy)."""
+    if s1 == 1 and s0 >= max(cols, 1):
+        return _OP_N, s0  # row-major: column-major memory of the transpose
+    if s0 == 1 and s1 >= max(rows, 1):
+        return _OP_T, s1  # a transposed view: column-major memory of the operand itself
+    if rows == 1 and s1 == 1:
+        return _OP_N, max(cols, 1)
+    if cols == 1 and s0 == 1:
+        return _OP_T, max(rows, 1)
+    return None
+
+
+def _batch_stride(batch: tuple[int, ...], shape: tuple[int, ...],
+                  strides: tuple[int, ...]) -> int | None:
+    """One element stride between consecutive matrices of the flattened ``batch`` dims
+    (0: broadcast), or None when the operand's batch dims have no single stride."""
+    lead = len(batch) - len(shape)
+    per_dim = [0 if i < lead or shape[i - lead] == 1 else strides[i - lead]
+               for i in range(len(batch))]
+    live = [(size, stride) for size, stride in zip(batch, per_dim) if size != 1]
+    if not live or all(stride == 0 for _, stride in live):
+        return 0
+    if any(stride == 0 for _, stride in live):
+        return None
+    expected = live[-1][1]
+    for size, stride in reversed(live):
+        if stride != expected:
+            return None
+        expected = stride * size
+    return live[-1][1]
+
+
+def layout(batch: tuple[int, ...], a_shape: tuple[int, ...], a_strides: tuple[int, ...],
+           b_shape: tuple[int, ...], b_strides: tuple[int, ...]) -> Any:
+    """How to hand ``a @ b`` (both at least 2-D, element strides) to one strided-batched
+    GEMM: ((op_a, lda, stride_a) or None, (op_b, ldb, stride_b) or None); None for an
+    operand that must be made contiguous (broadcast to ``batch``) first."""
+    found = []
+    for shape, strides in ((a_shape, a_strides), (b_shape, b_strides)):
+        matrix = _matrix(shape[-2], shape[-1], strides[-2], strides[-1])
+        stride = _batch_stride(batch, shape[:-2], strides[:-2])
+        found.append(None if matrix is None or stride is None else (*matrix, stride))
+    return tuple(found)
+
+
+class Gemm:
+    """cuBLAS on one device: a handle and workspace of its own (made on the worker)."""
+
+    def __init__(self, tf32: bool) -> None:
+        import cupy
+
+        self.tf32 = tf32
+        self._lib = ctypes.CDLL(_cublas_path())
+        handle = ctypes.c_void_p()
+        self._check("cublasCreate_v2", self._lib.cublasCreate_v2(ctypes.byref(handle)))
+        self._handle = handle
+        self._check("cublasSetPointerMode_v2",
+                    self._lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST))
+        # Held for the handle's life: cuBLAS never allocates, in eager runs or in capture.
+        self._workspace = cupy.empty(WORKSPACE_BYTES, np.uint8)
+        self._check("cublasSetWorkspace_v2", self._lib.cublasSetWorkspace_v2(
+            handle, ctypes.c_void_p(self._workspace.data.ptr), ctypes.c_size_t(WORKSPACE_BYTES)))
+        self._stream = None
+        self._one = {_COMPUTE_64F: ctypes.c_double(1.0), _COMPUTE_32F: ctypes.c_float(1.0),
+                     _COMPUTE_32F_FAST_TF32: ctypes.c_float(1.0)}
+        self._zero = {_COMPUTE_64F: ctypes.c_double(0.0), _COMPUTE_32F: ctypes.c_float(0.0),
+                      _COMPUTE_32F_FAST_TF32: ctypes.c_float(0.0)}
+        gemm = self._lib.cublasGemmStridedBatchedEx
+        gemm.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                         ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                         ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
+                         ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
+                         ctypes.c_void_p,
+                         ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
+                         ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        self._gemm = gemm
+
+    @staticmethod
+    def _check(name: str, status: int) -> None:
+        if status != 0:
+            raise RuntimeError(f"{name} failed: cuBLAS status {status}")
+
+    def matmul(self, a: Any, b: Any, dtype: str) -> Any:
+        """``a @ b`` (each at least 2-D, both of ``dtype``) as a new contiguous array."""
+        import cupy
+
+        batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        out = cupy.empty(batch + (m, n), a.dtype)
+        count = math.prod(batch)
+        if out.size == 0:
+            return out
+        if k == 0:
+            out.fill(0)
+            return out
+        item = a.itemsize
+        strides = [tuple(s // item for s in x.strides) for x in (a, b)]
+        found = layout(batch, a.shape, strides[0], b.shape, strides[1])
+        operands = []
+        for x, how in zip((a, b), found):
+            if how is None:  # one copy into a layout cuBLAS reads
+                x = cupy.ascontiguousarray(cupy.broadcast_to(x, batch + x.shape[-2:]))
+                how = (_OP_N, x.shape[-1], x.shape[-2] * x.shape[-1] if count > 1 else 0)
+            operands.append((x, how))
+        (a, (op_a, lda, stride_a)), (b, (op_b, ldb, stride_b)) = operands
+        stream = cupy.cuda.get_current_stream().ptr
+        if stream != self._stream:
+            self._check("cublasSetStream_v2", self._lib.cublasSetStream_v2(
+                self._handle, ctypes.c_void_p(stream)))
+            self._stream = stream
+        data = DATA_TYPES[dtype]
+        compute = compute_type(dtype, self.tf32)
+        # Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: b goes first.
+        self._check("cublasGemmStridedBatchedEx", self._gemm(
+            self._handle, op_b, op_a, n, m, k, ctypes.byref(self._one[compute]),
+            b.data.ptr, data, ldb, stride_b, a.data.ptr, data, lda, stride_a,
+            ctypes.byref(self._zero[compute]), out.data.ptr, data, n, m * n,
+            count, compute, _GEMM_DEFAULT))
+        return out
+
+
+_per_thread = threading.local()
+
+
+def current(tf32: bool) -> Gemm:
+    """The calling worker's Gemm (a worker thread owns one device; made on first use)."""
+    gemm = getattr(_per_thread, "gemm", None)
+    if gemm is None:
+        gemm = _per_thread.gemm = Gemm(tf32)
+    return gemm
+
+
+def _cublas_path() -> str:
+    """The libcublas CuPy loaded (CuPy's pip wheels put it outside the loader's path)."""
+    import cupy
+
+    cupy.cuda.device.get_cublas_handle()  # loads the library, if nothing did yet
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1] if "/" in line else ""
+            name = path.rsplit("/", 1)[-1]
+            if name.startswith("libcublas.so"):
+                return path
+    return ctypes.util.find_library("cublas") or "libcublas.so"

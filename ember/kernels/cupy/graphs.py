@@ -1,0 +1,64 @@
+"""CUDA graphs of ``em.graphed`` steps: the capturer ``StepGraphs`` drives on a device.
+
+Capture runs on the worker's own stream (CuPy's stream capture, relaxed mode), with the
+worker's allocator switched to a memory pool of the graph's own: every buffer the step
+allocates, its outputs and its intermediates, keeps its address for the graph's life,
+and no other work is ever handed that memory. Matmuls are cuBLAS calls CuPy lets a
+capture hold (gemm.py); generated kernels were compiled and autotuned by the step's
+first, uncaptured run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import cupy
+from cupy.cuda import memory as cupy_memory
+
+
+class CupyCapturer:
+    """Capture and replay on one device's stream (made and used on its worker)."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    @contextlib.contextmanager
+    def memory(self) -> Iterator[cupy.cuda.MemoryPool]:
+        """A new pool for one graph, the worker's allocator while the block runs."""
+        pool = cupy.cuda.MemoryPool()
+        cupy_memory._set_thread_local_allocator(pool.malloc)
+        try:
+            yield pool
+        finally:
+            cupy_memory._set_thread_local_allocator(self._backend.memory.malloc)
+
+    def begin(self) -> None:
+        self._backend.stream.begin_capture()
+
+    def end(self) -> cupy.cuda.Graph | None:
+        """The captured graph; None when the capture was invalidated by a call it refused
+        (ending it raises then, and must still be asked for: until it is, the stream
+        refuses all work) or had already ended."""
+        try:
+            return self._backend.stream.end_capture()
+        except Exception:  # invalidated, or not capturing: no graph
+            return None
+
+    def launch(self, graph: cupy.cuda.Graph) -> None:
+        graph.launch(stream=self._backend.stream)
+
+    @staticmethod
+    def copy(value: cupy.ndarray) -> cupy.ndarray:
+        """A graph input buffer holding ``value`` (from the current allocator)."""
+        return value.copy()
+
+    @staticmethod
+    def copy_out(value: cupy.ndarray) -> cupy.ndarray:
+        """An earlier replay's output, moved to a buffer of its own before the next."""
+        return value.copy()
+
+    @staticmethod
+    def copy_into(static: cupy.ndarray, value: cupy.ndarray) -> None:
+        cupy.copyto(static, value)

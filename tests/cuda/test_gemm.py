@@ -1,0 +1,87 @@
+"""How gemm.py hands a product to cuBLAS, checked on the CPU: ``layout``'s (op, ld,
+batch stride) for each operand, read back the way column-major cuBLAS reads memory,
+must give NumPy's product."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+from ember.kernels.cupy import gemm
+
+
+def _column_major(x: np.ndarray, how: tuple[int, int, int], rows: int, cols: int,
+                  count: int) -> np.ndarray:
+    """op(M) of the stored matrix at ``x``'s data as cuBLAS sees it: (count, rows, cols)."""
+    op, ld, stride = how
+    item = x.itemsize
+    # op N: M[i, j] at i + j·ld; op T: op(M)[i, j] = M[j, i] at j + i·ld.
+    strides = (item, ld * item) if op == 0 else (ld * item, item)
+    return as_strided(x, (count, rows, cols), (stride * item, *strides), writeable=False)
+
+
+def _through_layout(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    count = int(np.prod(batch, dtype=int))
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    how_a, how_b = gemm.layout(batch, a.shape, tuple(s // a.itemsize for s in a.strides),
+                               b.shape, tuple(s // b.itemsize for s in b.strides))
+    if how_a is None or how_b is None:
+        return None
+    # Column-major Cᵀ (n × m) = op(B') op(A'), B' being b's memory and A' a's.
+    first = _column_major(b, how_b, n, k, count)
+    second = _column_major(a, how_a, k, m, count)
+    return np.matmul(first, second).transpose(0, 2, 1).reshape(batch + (m, n))
+
+
+rng = np.random.default_rng(0)
+
+
+def _r(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+CASES = {
+    "row-major": (_r(5, 7), _r(7, 3)),
+    "weight transposed": (_r(6, 8), _r(4, 8).T),
+    "lhs transposed": (_r(8, 6).T, _r(8, 5)),
+    "batched, keys transposed": (_r(2, 3, 5, 4), _r(2, 3, 6, 4).swapaxes(-1, -2)),
+    "batch broadcast (missing dims)": (_r(4, 5, 6), _r(6, 2)),
+    "batch expanded (stride 0)": (np.broadcast_to(_r(1, 5, 6), (3, 5, 6)), _r(3, 6, 2)),
+    "sliced rows (ld > cols)": (_r(5, 10)[:, :4], _r(4, 3)),
+    "one row": (_r(1, 6), _r(6, 3)),
+    "one column out": (_r(4, 6), _r(6, 1)),
+    "permuted batch dims": (_r(3, 2, 4, 5).swapaxes(0, 1), _r(2, 3, 5, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_layout_reads_operands_as_their_product(name: str) -> None:
+    a, b = CASES[name]
+    got = _through_layout(a, b)
+    if got is None:  # gemm.py copies such an operand first; the copy must then be readable
+        a, b = (np.ascontiguousarray(x) for x in (a, b))
+        got = _through_layout(a, b)
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_operands_without_one_batch_stride_are_copied() -> None:
+    a = _r(3, 2, 4, 5).swapaxes(0, 1)  # batch strides (20, 40): no single stride
+    how_a, how_b = gemm.layout((2, 3), a.shape, tuple(s // 4 for s in a.strides),
+                               (2, 3, 5, 2), (30, 10, 2, 1))
+    assert how_a is None and how_b == (0, 2, 10)
+    partly_broadcast = (1, 3, 5, 2), (0, 10, 2, 1)  # broadcast in dim 0, not in dim 1
+    assert gemm.layout((2, 3), (2, 3, 4, 5), (60, 20, 5, 1), *partly_broadcast)[1] is None
+
+
+def test_layout_of_plain_and_transposed_operands() -> None:
+    # (2, 3) row-major: op N, ld 3; its transpose view (3, 2) with strides (1, 3): op T, ld 3.
+    assert gemm.layout((), (2, 3), (3, 1), (3, 2), (1, 3)) == ((0, 3, 0), (1, 3, 0))
+
+
+def test_compute_types() -> None:
+    assert gemm.compute_type("float32", tf32=False) == 68  # CUBLAS_COMPUTE_32F
+    assert gemm.compute_type("float32", tf32=True) == 77  # 32F_FAST_TF32
+    assert gemm.compute_type("bfloat16", tf32=True) == 68  # TF32 is float32's alone
+    assert gemm.compute_type("float64", tf32=False) == 70

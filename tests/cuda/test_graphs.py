@@ -1,0 +1,189 @@
+"""``em.graphed``: step signatures, when a step is captured, replayed or refused, and the
+copies that keep tensors immutable, on the CPU with a recording capturer (its "graph"
+launches nothing, so a replay hands back what the capture computed: the tests replay
+only steps whose inputs hold the same values); on a GPU, replays against eager bits."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.actors.ir import Call, Drop
+from ember.actors.step_graphs import StepGraphs, signature
+from tests.cuda import gpu
+
+_fresh = itertools.count(900)
+
+
+class RecordingCapturer:
+    """A capturer on NumPy arrays: capture runs the step as it is, launch does nothing."""
+
+    def __init__(self, graph: object = "graph") -> None:
+        self.graph = graph
+        self.calls: list[str] = []
+
+    @contextlib.contextmanager
+    def memory(self):
+        yield "pool"
+
+    def begin(self) -> None:
+        self.calls.append("begin")
+
+    def end(self) -> object:
+        self.calls.append("end")
+        return self.graph
+
+    def launch(self, graph: object) -> None:
+        self.calls.append("launch")
+
+    @staticmethod
+    def copy(value: np.ndarray) -> np.ndarray:
+        return value.copy()
+
+    def copy_out(self, value: np.ndarray) -> np.ndarray:
+        self.calls.append("copy_out")
+        return value.copy()
+
+    def copy_into(self, static: np.ndarray, value: np.ndarray) -> None:
+        self.calls.append("copy_into")
+        np.copyto(static, value)
+
+
+def device_with(capturer: RecordingCapturer) -> em.Device:
+    device = em.cpu(next(_fresh))
+    device.actor.graphs = StepGraphs(capturer)
+    return device
+
+
+def _call(op: str, out: int, inputs: tuple[int, ...], attrs: tuple = (),
+          shape: tuple[int, ...] = (4,)) -> Call:
+    return Call(op, out, inputs, attrs, shape, "float32", ("t.py", 1))
+
+
+def test_signature_renumbers_ids_and_keeps_sizes_dtypes_and_scalars() -> None:
+    meta = {1: ((4,), "float32"), 2: ((4,), "float32"), 11: ((4,), "float32"),
+            12: ((4,), "float32")}.get
+    first = [_call("mul", 5, (1,), ("float32", 2.0, False)), _call("add", 6, (5, 2)),
+             Drop(5), Drop(99)]
+    second = [_call("mul", 15, (11,), ("float32", 2.0, False)), _call("add", 16, (15, 12)),
+              Drop(15), Drop(98)]
+    key, inputs, produced = signature(first, meta)
+    assert (inputs, produced) == ([1, 2], [5, 6])
+    assert signature(second, meta)[0] == key  # other ids, an unrelated drop: the same step
+    rescaled = [_call("mul", 15, (11,), ("float32", 3.0, False)), *second[1:]]
+    assert signature(rescaled, meta)[0] != key  # a scalar is baked into a graph
+    wider = {11: ((8,), "float32"), 12: ((4,), "float32")}.get
+    assert signature(second, wider)[0] != key
+    assert signature(first, {1: ((4,), "float32")}.get) is None  # input 2 unknown (failed)
+
+
+def test_a_step_runs_then_is_captured_then_replays() -> None:
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    x = em.from_numpy(np.arange(6, dtype=np.float32), device=device)
+    step = em.graphed(lambda: ((x * 2.0).exp().sum(), x + 1.0), device)
+    expected = (float(np.exp(np.arange(6) * 2.0).sum()), np.arange(6) + 1.0)
+    for call in range(4):
+        total, shifted = step()
+        assert total.item() == pytest.approx(expected[0], rel=1e-6)
+        np.testing.assert_array_equal(shifted.numpy(), expected[1])
+        stats = step.graph_stats()
+        assert stats == {"captures": int(call >= 1), "replays": max(call - 1, 0),
+                         "refusals": 0}
+    # Capture once (begin, end, launch); each replay copies x in and launches.
+    assert capturer.calls[:3] == ["begin", "end", "launch"]
+    assert capturer.calls[3:].count("launch") == 2
+    assert capturer.calls[3:].count("copy_into") == 2
+
+
+def test_outputs_still_held_are_copied_out_before_a_replay() -> None:
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    x = em.from_numpy(np.ones(5, dtype=np.float32), device=device)
+    step = em.graphed(lambda: x * 3.0, device)
+    em.sync(device)
+    held = em.stats(device).bytes_held
+    kept = [step() for _ in range(4)]  # every result held: replays 1 and 2 copy out
+    np.testing.assert_array_equal(np.stack([t.numpy() for t in kept]), np.full((4, 5), 3.0))
+    assert capturer.calls.count("copy_out") == 2
+    assert step.graph_stats()["replays"] == 2
+    assert em.stats(device).bytes_held == held + 4 * 5 * 4
+    del kept
+    em.sync(device)
+    assert em.stats(device).bytes_held == held  # copies and graph outputs counted once
+
+
+def test_other_shapes_or_scalars_are_other_steps() -> None:
+    device = device_with(RecordingCapturer())
+    for n, scale in ((3, 2.0), (4, 2.0), (3, 5.0), (4, 5.0)):
+        x = em.from_numpy(np.ones(n, dtype=np.float32), device=device)
+        y = em.graphed(lambda: x * scale, device)()
+        np.testing.assert_array_equal(y.numpy(), np.full(n, scale))
+    assert em.graphed(lambda: None, device).graph_stats()["captures"] == 0
+
+
+def test_a_refused_capture_runs_the_step_as_it_is_from_then_on() -> None:
+    capturer = RecordingCapturer(graph=None)  # the backend ends every capture empty-handed
+    device = device_with(capturer)
+    x = em.from_numpy(np.arange(4, dtype=np.float32), device=device)
+    step = em.graphed(lambda: (x + 1.0) * 2.0, device)
+    for _ in range(4):
+        np.testing.assert_array_equal(step().numpy(), (np.arange(4) + 1.0) * 2.0)
+    assert step.graph_stats() == {"captures": 0, "replays": 0, "refusals": 1}
+    assert capturer.calls.count("begin") == 1
+
+
+def test_a_read_inside_a_step_runs_it_at_once_uncaptured() -> None:
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    x = em.from_numpy(np.arange(4, dtype=np.float32), device=device)
+
+    def step():
+        y = x * 3.0
+        return y + y.sum().item()  # would deadlock if the worker waited for the step's end
+
+    for _ in range(3):
+        np.testing.assert_array_equal(em.graphed(step, device)().numpy(),
+                                      np.arange(4) * 3.0 + 18.0)
+    assert capturer.calls == []
+
+
+def test_graphed_on_a_device_without_graphs_just_calls() -> None:
+    device = em.cpu(next(_fresh))
+    x = em.from_numpy(np.arange(3, dtype=np.float32), device=device)
+    step = em.graphed(lambda: x - 1.0, device)
+    np.testing.assert_array_equal(step().numpy(), np.arange(3) - 1.0)
+    assert step.graph_stats() == {"captures": 0, "replays": 0, "refusals": 0}
+
+
+@gpu.needs_gpu
+def test_replayed_encoder_gradients_equal_eager_bits(cuda: em.Device) -> None:
+    rng = np.random.default_rng(0)
+    device = cuda.autodiff()
+    layer = em.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, device=device)
+    inputs = [em.from_numpy(rng.standard_normal((2, 16, 64), dtype=np.float32), device=device)
+              for _ in range(2)]
+    current = [inputs[0]]
+
+    def grads():
+        g = layer(current[0]).sum().backward()
+        return [p.grad(g) for p in layer.parameters()]
+
+    plain = [t.numpy() for t in grads()]
+    step = em.graphed(grads, cuda)
+    eager = [t.numpy() for t in step()]  # a step's first call runs as it is
+    for a, b in zip(eager, plain, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for _ in range(3):  # captured, then replayed twice
+        for a, b in zip([t.numpy() for t in step()], eager, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert step.graph_stats() == {"captures": 1, "replays": 2, "refusals": 0}
+    current[0] = inputs[1]  # other values, same shapes: a replay reads the new input
+    replayed = [t.numpy() for t in step()]
+    assert step.graph_stats()["replays"] == 3
+    for a, b in zip(replayed, [t.numpy() for t in grads()], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
