@@ -11,18 +11,23 @@ Also counted over the profiled step: generated-kernel compiles, fused groups tha
 back to unfused ops (with their errors), autotune misses, and the caller's issue time
 (submitting the step, without waiting for it).
 
+``--cprofile`` also profiles the Python (cProfile; the worker's thread too from Python
+3.12) over 5 more runs and prints where the host time goes.
 ``--in-flight K`` issues K steps before one sync (as bench_cuda's timings do, every
 result kept until then) and reports per step; the default is 1. Also counted: how
 often and how long the caller waited for room in the device's queue (back-pressure).
 
 Run: ``PYTHONPATH=. python3 benchmarks/profile_cuda.py [encoder_layer] [mlp_step]
-[learner] [--in-flight K] [--top N]`` on a machine with a GPU. ``learner`` fits the MLP
+[learner] [--in-flight K] [--top N] [--cprofile]`` on a machine with a GPU. ``learner`` fits the MLP
 with ``Learner`` on one GPU (no table): it profiles what a later workload inherits.
 """
 
 from __future__ import annotations
 
 import collections
+import cProfile
+import io
+import pstats
 import sys
 import threading
 import time
@@ -126,6 +131,23 @@ class Throttle:
         device_actor.DeviceActor._throttle = throttle
 
 
+def python_profile(step, k: int, top: int) -> None:
+    """cProfile over 5 runs of ``k`` steps and their syncs. From Python 3.12 a profiler
+    sees every thread (sys.monitoring), so the worker's time is in it; before, only the
+    caller's."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(5):
+        kept = [step() for _ in range(k)]
+        em.sync(DEV)
+        del kept
+    profile.disable()
+    print(f"\n### Python (cProfile, 5 x {k} steps), by own time")
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+    print("\n".join(out.getvalue().splitlines()[4:]))
+
+
 def run_steps(step, k: int) -> tuple[float, float]:
     """Wall seconds and caller issue seconds of ``k`` steps issued before one sync."""
     start = time.perf_counter()
@@ -137,7 +159,7 @@ def run_steps(step, k: int) -> tuple[float, float]:
     return wall, issued
 
 
-def profile_step(name: str, step, top: int, k: int) -> None:
+def profile_step(name: str, step, top: int, k: int, python: bool = False) -> None:
     backend = DEV.actor.backend
     for _ in range(3):  # warm-up: compiles, autotune, pool growth
         run_steps(step, k)
@@ -182,6 +204,8 @@ def profile_step(name: str, step, top: int, k: int) -> None:
         print(f"\n| by {title} time | n | GPU ms | host ms |\n|---|---|---|---|")
         for label, (n, gpu, host) in sorted(per.items(), key=lambda kv: -kv[1][column])[:top]:
             print(f"| {label} | {n:g} | {gpu:.3f} | {host:.3f} |")
+    if python:
+        python_profile(step, k, top)
     sys.stdout.flush()
 
 
@@ -249,6 +273,9 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     top = _option(args, "--top", 25)
     in_flight = _option(args, "--in-flight", 1)
+    python = "--cprofile" in args
+    if python:
+        args.remove("--cprofile")
     PROFILE.install()
     Throttle.install()
     workloads = {"encoder_layer": encoder_layer, "mlp_step": mlp_step}
@@ -256,4 +283,4 @@ if __name__ == "__main__":
         if name == "learner":
             learner()
         else:
-            profile_step(name, workloads[name](), top, in_flight)
+            profile_step(name, workloads[name](), top, in_flight, python)

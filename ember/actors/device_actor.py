@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -288,6 +289,7 @@ class DeviceActor:
             if start_worker is not None:
                 start_worker()
             held = 0  # messages at the front of the queue that the last drain held back
+            held_since = 0.0
             while True:
                 if not held:
                     wake.wait()
@@ -295,15 +297,23 @@ class DeviceActor:
                 # Linger so a stream of tiny ops arrives as one batch (and the caller
                 # is not slowed by a worker waking per op), unless a reader waits.
                 if not urgent.is_set():
-                    urgent.wait(LINGER_S)
+                    urgent.wait(LINGER_S if not held
+                                else max(0.0, held_since + LINGER_S - time.perf_counter()))
                 urgent.clear()
                 if self._stopping:
                     break
                 with self._lock:
                     # popleft, not list + clear: drops are appended without the lock.
                     batch = [pending.popleft() for _ in range(len(pending))]
-                    # Nothing new since the hold: the caller paused, so the held run ends.
-                    held = _open_tail(batch) if len(batch) > held else 0
+                    now = time.perf_counter()
+                    if len(batch) > held:
+                        held = _open_tail(batch)
+                        held_since = now
+                    elif now - held_since >= LINGER_S:
+                        # Nothing new for a whole linger (a caller waiting for room
+                        # urges the worker, but may be a moment from submitting more):
+                        # the caller paused, so the held run ends here.
+                        held = 0
                     if held:
                         pending.extendleft(reversed(batch[-held:]))
                         del batch[-held:]
