@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, event, given, settings
 
 import ember as em
 from ember.kernels.numpy import compiled, csource, fused
-from tests.fusion import graphs
+from tests.fusion import graphs, programs
+from tests.fusion.batching import fresh_index
 from tests.fusion.programs import ROOT, UnfusedWorker
 from tests.fusion.test_fusion import (
     _GRAPH_SETTINGS,
@@ -47,7 +48,8 @@ def unfused():
 
 @pytest.fixture
 def compile_small(monkeypatch):
-    """Every elementwise group compiles, however small; counts the groups that did."""
+    """Every group compiles what it can, however small; counts the compiled calls, and
+    fails the test if a fused group raised (the device would have run it unfused)."""
     monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
     monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
     runs = []
@@ -58,7 +60,19 @@ def compile_small(monkeypatch):
         original(*args)
 
     monkeypatch.setattr(compiled, "_call", counted)
-    return runs
+    failures = []
+    run_fused = fused.run_fused
+
+    def watched(*args):
+        try:
+            return run_fused(*args)
+        except Exception as exc:
+            failures.append(exc)
+            raise
+
+    monkeypatch.setattr(fused, "run_fused", watched)
+    yield runs
+    assert not failures, f"fused groups failed and ran unfused: {failures!r}"
 
 
 # The graphs' own device, whose planner fuses groups of any size (made with the bound
@@ -320,3 +334,15 @@ def test_a_forked_child_runs_compiled_groups_on_new_threads():
         os.waitpid(pid, 0)
         pytest.fail("the forked child's compiled group never finished")
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+@pytest.mark.parametrize("dtype, checkpointing", [("float32", None), ("float32", "balanced")])
+def test_gradients_through_compiled_pieces_match_unfused_bitwise(unfused, compile_small, dtype,
+                                                                  checkpointing):
+    """A block with gelu, layer norms, softmax, clamp and where, forward and backward: row
+    groups and elementwise groups both hold compiled pieces between NumPy calls."""
+    args = {"device_index": fresh_index(), "dtype": dtype, "checkpointing": checkpointing}
+    fused_run = programs.run_program("block_grads", args)
+    reference = unfused.run("block_grads", **args)
+    assert len(compile_small) > 10
+    assert_same_bits(fused_run, reference)

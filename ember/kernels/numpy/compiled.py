@@ -214,10 +214,11 @@ class Piece:
 
 
 def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
-    """The elementwise ``group``'s members after its prologue as a list of member indices
-    and ``Piece``s, or None where nothing compiles (too small, no compiler, no run of
-    two exact members). ``inputs``: the external inputs, then the prologue's views;
-    ``full[j]``: member j's output buffer, or None."""
+    """The ``group``'s members after its prologue as a list of member indices and
+    ``Piece``s, or None where nothing compiles (too small, no compiler, no run of two
+    exact members of one shape). A row group's reductions and views stay NumPy calls.
+    ``inputs``: the external inputs, then the prologue's views; ``full[j]``: member j's
+    output buffer, or None."""
     if math.prod(group.shape) < MIN_ELEMENTS or not _enabled():
         return None
     members, prologue = group.members, group.prologue
@@ -251,7 +252,9 @@ def _plan(group: Any, program: Any, full: list, dtypes: list[str]) -> list | Non
     items: list = []
     run: list = []
     for step in [*steps, None]:
-        if step is not None and csource.compilable(members[step[0]], dtype_of.get):
+        # A piece's members share one shape (a row group's full rows, or its reduced ones).
+        if (step is not None and csource.compilable(members[step[0]], dtype_of.get)
+                and (not run or members[step[0]].shape == members[run[0][0]].shape)):
             run.append(step)
             continue
         if len(run) >= 2:
@@ -259,7 +262,9 @@ def _plan(group: Any, program: Any, full: list, dtypes: list[str]) -> list | Non
         else:
             items += [j for j, _ in run]
         run = []
-        if step is not None:
+        if step is not None and csource.compilable(members[step[0]], dtype_of.get):
+            run.append(step)  # it starts the next piece (it closed this one by its shape)
+        elif step is not None:
             items.append(step[0])
     return items if any(type(item) is Piece for item in items) else None
 
@@ -275,9 +280,9 @@ def _piece(steps: list, n_inputs: int, full: list, last_reader: dict,
 
 
 def run_whole(items: list, group: Any, inputs: list, full: list) -> bool:
-    """Evaluate a group that is one piece in one call over every core; False if it is
-    not one piece or did not compile (then nothing was written)."""
-    if len(items) != 1 or not items[0].stores:
+    """Evaluate an elementwise group that is one piece in one call over every core; False
+    if it is not one piece or did not compile (then nothing was written)."""
+    if group.rows is not None or len(items) != 1 or not items[0].stores:
         return False
     piece = items[0]
     return piece.run(group.members, [inputs[a] for a in piece.reads],

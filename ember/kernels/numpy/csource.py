@@ -28,12 +28,13 @@ import numpy as np
 from ember.kernels.cupy import codegen
 from ember.kernels.numpy import fast_erf
 
-# Ops whose rendering computes what their NumPy kernel computes, bit for bit.
+# Ops whose rendering computes what their NumPy kernel computes, bit for bit. (alias is
+# left out: its value is its input's array, which a kept alias returns as it is.)
 EXACT_OPS = frozenset({
     "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs", "sign",
     "floor", "ceil", "round", "relu", "sqrt", "rsqrt", "reciprocal", "erf", "gelu",
-    "isnan", "isinf", "clamp", "where", "cast", "alias",
+    "isnan", "isinf", "clamp", "where", "cast",
 })
 STORAGE = {"float32": "float", "bool": "bool"}
 # No contraction into FMAs and no fast-math: the IEEE operations NumPy does, rounded as

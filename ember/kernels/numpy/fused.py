@@ -70,12 +70,11 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
             for j, (m, keep) in enumerate(zip(members, program.materialize))]
     views = [(m.out, inputs[len(group.inputs) + j])
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
-    if group.rows is None:
-        items = compiled.plan(group, program, inputs, full)
-        if items is None or not compiled.run_whole(items, group, inputs, full):
-            _run_elementwise(group, program, inputs, full, items)
-    else:
-        _run_rows(group, program, inputs, full)
+    items = compiled.plan(group, program, inputs, full)
+    if group.rows is not None:
+        _run_rows(group, program, inputs, full, items)
+    elif items is None or not compiled.run_whole(items, group, inputs, full):
+        _run_elementwise(group, program, inputs, full, items)
     n_inputs = len(group.inputs)
     aliases = [(members[j].out, inputs[slot] if slot < len(inputs) else full[slot - n_inputs])
                for j, slot in shared.items()]
@@ -183,15 +182,18 @@ def _run_elementwise(group: Any, program: Any, inputs: list, full: list,
                rows, block, (block, *shape[1:]), items=items)
 
 
-def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
+def _run_rows(group: Any, program: Any, inputs: list, full: list,
+              items: list | None) -> None:
     """A row group, in blocks of whole rows: the leading dims of S merged into one where
     every input allows it without a copy (a copy would change a reduction's summation
-    order), each member's kernel run on its block with its dims renumbered to match."""
+    order), each member's kernel (or compiled piece, ``items``) run on its block with
+    its dims renumbered to match."""
     shape, r = group.shape, group.rows
     members = group.members
     inner = math.prod(shape[r:])
     if r == 0 or math.prod(shape[:r]) <= max(1, CHUNK_ELEMENTS // max(inner, 1)):
-        _evaluate(program, group, members, inputs, full, _Scratch(group, program, full))
+        _evaluate(program, group, members, inputs, full,
+                  _Scratch(group, program, full, items=items), items)
         return
     for merged in range(r, 0, -1):  # one dim needs no merge, so this always ends
         views = _rows_views(inputs, shape, merged)
@@ -203,7 +205,8 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list) -> None:
     full = [f.reshape((rows, *f.shape[merged:])) if f is not None else None for f in full]
     _in_blocks(group, program, [_block_message(m, merged, block) for m in members], inputs,
                full, rows, block, None,
-               [_block_message(m, merged, rows % block) for m in members] if rows % block else None)
+               [_block_message(m, merged, rows % block) for m in members] if rows % block else None,
+               items)
 
 
 def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: list,
