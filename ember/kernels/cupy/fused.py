@@ -61,6 +61,8 @@ class FusedKernels:
         self.index = index
         self.pool = pool
         self._kernels: dict[tuple, tuple[cupy.RawKernel, codegen.Source]] = {}
+        # Per group structure (outputs left out): the members its kernel stores.
+        self._materialize: dict[tuple, tuple[bool, ...]] = {}
         self._sms = 0
         self.compiled = 0
         self.launched = 0
@@ -85,11 +87,35 @@ class FusedKernels:
         views = [(members[j].out, inputs[len(group.inputs) + j])
                  for j in range(p) if program.materialize[j]]
         part = _Part(members[p:], group.shape)
+        needed = program.materialize[p:]
         rest = Program(tuple((j - p, args) for j, args in program.steps[p:]),
-                       program.materialize[p:])
+                       self._widened(group.key, needed))
         if group.rows is None:
-            return views + self._elementwise(part, rest, inputs)
-        return views + self._rows(part, rest, inputs, group.rows)
+            made = self._elementwise(part, rest, inputs)
+        else:
+            made = self._rows(part, rest, inputs, group.rows)
+        return views + [(members[p + j].out, array) for j, array in made if needed[j]]
+
+    def _widened(self, key: tuple, needed: tuple[bool, ...]) -> tuple[bool, ...]:
+        """The members a group's kernel stores: every one that any group of this
+        structure needed so far, a superset of ``needed``.
+
+        Which members a group must store depends on which handles died in its batch,
+        which depends on timing; each pattern was a new kernel, compiled and autotuned
+        mid-run (on the H200, an encoder layer's add+relu group met a new pattern after
+        50 steps: 0.4 s). A wider kernel writes a few more outputs, dropped at once.
+        """
+        structure = (key[0], key[1], *key[3:])  # the group's key less its outputs
+        wide = self._materialize.get(structure)
+        if wide is None or len(wide) != len(needed):
+            if len(self._materialize) < 4096:
+                self._materialize[structure] = needed
+            return needed
+        if all(w or not n for w, n in zip(wide, needed)):
+            return wide
+        union = tuple(w or n for w, n in zip(wide, needed))
+        self._materialize[structure] = union
+        return union
 
     def _elementwise(self, group: _Part, program: Program, inputs: list) -> list:
         shape = group.shape
@@ -98,7 +124,7 @@ class FusedKernels:
                    for j, keep in enumerate(program.materialize) if keep}
         n = math.prod(shape)
         if n == 0:
-            return [(members[j].out, array) for j, array in outputs.items()]
+            return list(outputs.items())
         kinds, strided = [], []
         for array in inputs:
             if array.size == 1:
@@ -148,7 +174,7 @@ class FusedKernels:
         structure = codegen.structure_key(group, program, dtypes, layout, 0, 0)
         launch(self.tuner().pick("fused_elementwise", structure, (n,), variants, launch))
         self.launched += 1
-        return [(members[j].out, outputs[j]) for j in outputs]
+        return [(j, outputs[j]) for j in outputs]
 
     def _rows(self, group: _Part, program: Program, inputs: list, r: int) -> list:
         shape = group.shape
@@ -198,7 +224,7 @@ class FusedKernels:
                                          dtypes, layout, vector, 0)
         launch(self.tuner().pick("rows", structure, (rows, length), blocks, launch))
         self.launched += 1
-        return [(members[j].out, array) for j, array in outputs.items()]
+        return list(outputs.items())
 
     def _kernel(self, key: tuple, render: Any) -> tuple[cupy.RawKernel, codegen.Source]:
         found = self._kernels.get(key)
