@@ -106,8 +106,10 @@ def graphed(fn: Callable[..., Any], device: Device | str | None = None) -> Graph
     device refused (that kind of step then always runs as it is).
 
     Example:
-        >>> step = em.graphed(lambda: [p.grad(g) for g in [layer(x).sum().backward()]
-        ...                            for p in layer.parameters()])
-        >>> grads = step()     # the same kernels as calling the function itself
+        >>> def gradients():
+        ...     grads = layer(x).sum().backward()
+        ...     return [p.grad(grads) for p in layer.parameters()]
+        >>> step = em.graphed(gradients, em.cuda(0))
+        >>> grads = step()     # runs; then captured; replayed from the third call on
     """
     return GraphedStep(fn, device)
