@@ -7,10 +7,13 @@ elementwise ops) on [32, 512, 4096], burn's shapes.
 Forward reads the result; forward+backward seeds the output with a fixed
 gradient and reads every input gradient.
 
-Columns: ember with fusion (this process); ember with ``EMBER_FUSION=0`` (a
-child process, since the setting is read at import); NumPy written naively
-(every temporary materialized; backward by hand, same formulas); PyTorch
-eager (autograd for backward; it uses all cores, ember's CPU worker one).
+Columns: ember with fusion (this process: fused groups compiled to C where their
+ops allow, over every core); ember fused with ``EMBER_CPU_COMPILE=0`` (blocked
+NumPy kernels on one thread) and ember with ``EMBER_FUSION=0`` (child processes,
+since the settings are read at import); NumPy written naively (every temporary
+materialized; backward by hand, same formulas); PyTorch eager (autograd for
+backward, all cores). A second table gives each workload's first step in a fresh
+process with an empty kernel cache (it compiles) and with this run's cache on disk.
 Targets: custom_gelu at least 3× NumPy's speed, and at least PyTorch's.
 """
 
@@ -21,12 +24,15 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 import numpy as np
 from scipy import special
 
 import ember as em
 from benchmarks.common import median_seconds, table, torch
+from ember.kernels.numpy import compiled
 
 WORKLOADS = {  # name: (shape, repeats)
     "custom_gelu": ((32, 512, 2048), 5),
@@ -105,17 +111,20 @@ def ember_workload(name: str, shape: tuple[int, ...], base: em.Device, backward:
     return step, (lambda: fn(x, w, b)), device
 
 
-def ember_seconds(name: str, backward: bool) -> tuple[float, int]:
-    """Median seconds of one step and the kernels one step launches."""
+def ember_seconds(name: str, backward: bool) -> tuple[float, int, float]:
+    """Median seconds of one step, the kernels one step launches, and the seconds of the
+    process's first step (which compiles what the kernel cache lacks)."""
     shape, repeats = WORKLOADS[name]
     step, _, device = ember_workload(name, shape, em.cpu(), backward)
+    start = time.perf_counter()
     step()
     em.sync()
+    first = time.perf_counter() - start
     before = em.stats(device).kernels_launched
     step()
     em.sync()
     kernels = em.stats(device).kernels_launched - before
-    return median_seconds(step, repeats=repeats, warmup=1), kernels
+    return median_seconds(step, repeats=repeats, warmup=1), kernels, first
 
 
 def _ember_all() -> dict[str, list]:
@@ -123,11 +132,11 @@ def _ember_all() -> dict[str, list]:
             for name in WORKLOADS for backward in (False, True)}
 
 
-def _ember_unfused_all() -> dict[str, list]:
-    """The ember figures again, in a child process with EMBER_FUSION=0."""
+def _ember_child(**settings: str) -> dict[str, list]:
+    """The ember figures again, in a child process with ``settings`` in its environment."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_fusion", "--ember-json"],
-                          cwd=root, env=dict(os.environ, EMBER_FUSION="0"),
+                          cwd=root, env=dict(os.environ, **settings),
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -190,33 +199,60 @@ def torch_seconds(name: str, backward: bool) -> float:
 
 # ----- the table ------------------------------------------------------------------------
 
+def _label(name: str, backward: bool) -> str:
+    return f"{name} {list(WORKLOADS[name][0])} {'fwd+bwd' if backward else 'fwd'}"
+
+
 def run() -> str:
-    fused = _ember_all()
-    unfused = _ember_unfused_all()
+    # The first child compiles into an empty cache; this process then finds it on disk.
+    found = os.environ.get("XDG_CACHE_HOME")
+    with tempfile.TemporaryDirectory() as cache:
+        cold = _ember_child(XDG_CACHE_HOME=cache)
+        os.environ["XDG_CACHE_HOME"] = cache
+        try:
+            fused = _ember_all()
+        finally:
+            if found is None:
+                del os.environ["XDG_CACHE_HOME"]
+            else:
+                os.environ["XDG_CACHE_HOME"] = found
+    uncompiled = _ember_child(EMBER_CPU_COMPILE="0")
+    unfused = _ember_child(EMBER_FUSION="0")
     rows = []
     for name in WORKLOADS:
-        shape = WORKLOADS[name][0]
         for backward in (False, True):
             key = f"{name}/{int(backward)}"
-            (fused_s, fused_k), (unfused_s, unfused_k) = fused[key], unfused[key]
+            fused_s, fused_k, _ = fused[key]
+            uncompiled_s, unfused_s, unfused_k = uncompiled[key][0], *unfused[key][:2]
             numpy_s = numpy_seconds(name, backward)
-            row = [f"{name} {list(shape)} {'fwd+bwd' if backward else 'fwd'}",
-                   f"{fused_s * 1e3:.1f}", f"{unfused_s * 1e3:.1f}", f"{numpy_s * 1e3:.1f}"]
+            row = [_label(name, backward), f"{fused_s * 1e3:.1f}", f"{uncompiled_s * 1e3:.1f}",
+                   f"{unfused_s * 1e3:.1f}", f"{numpy_s * 1e3:.1f}"]
             speedups = [f"{unfused_s / fused_s:.2f}×", f"{numpy_s / fused_s:.2f}×"]
             if torch is not None:
                 torch_s = torch_seconds(name, backward)
                 row.append(f"{torch_s * 1e3:.1f}")
                 speedups.append(f"{torch_s / fused_s:.2f}×")
             rows.append(row + speedups + [f"{fused_k} / {unfused_k}"])
-    header = ["workload (float32)", "ember fused ms", "ember unfused ms", "NumPy naive ms"]
+    header = ["workload (float32)", "ember fused ms", "fused, C off ms", "ember unfused ms",
+              "NumPy naive ms"]
     if torch is not None:
         header.append(f"PyTorch ms ({torch.get_num_threads()} threads)")
     header += ["unfused ÷ fused", "NumPy ÷ fused"]
     if torch is not None:
         header.append("PyTorch ÷ fused")
     header.append("kernels fused / unfused")
-    return table("Elementwise fusion on cpu:0 (median ms, read included; "
-                 "X ÷ fused > 1: fused ember is faster)", header, rows)
+    first_steps = [[_label(name, backward), f"{cold[key][2] * 1e3:.0f}",
+                    f"{uncompiled[key][2] * 1e3:.0f}", f"{fused[key][2] * 1e3:.0f}",
+                    f"{fused[key][0] * 1e3:.1f}"]
+                   for name in WORKLOADS for backward in (False, True)
+                   for key in [f"{name}/{int(backward)}"]]
+    return "\n".join([
+        table(f"Elementwise fusion on cpu:0, compiled groups {compiled.status()} (median ms, "
+              "read included; X ÷ fused > 1: fused ember is faster)", header, rows),
+        table("First step of a process (ms): empty kernel cache (compiles), compiling off, "
+              "cache on disk; then the steady step",
+              ["workload (float32)", "empty cache", "C off", "cache on disk", "steady"],
+              first_steps)])
 
 
 if __name__ == "__main__":
