@@ -296,7 +296,10 @@ def _call(function: Any, total: int, parts: int, *args: Any) -> None:
 
 
 def cores() -> int:
-    """How many threads ``in_parallel`` spreads work over: one per core."""
+    """How many threads ``in_parallel`` spreads work over: one per core this process may
+    run on (a container's CPU set, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
 
 
