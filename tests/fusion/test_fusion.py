@@ -86,9 +86,11 @@ _GRAPH_SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too
                                                                  HealthCheck.data_too_large])
 
 
-@settings(_GRAPH_SETTINGS, max_examples=200)
+@settings(_GRAPH_SETTINGS, max_examples=200,
+          suppress_health_check=[*_GRAPH_SETTINGS.suppress_health_check,
+                                 HealthCheck.function_scoped_fixture])
 @given(graph=graphs.graphs())
-def test_random_graphs_match_unfused_bitwise(unfused, graph):
+def test_random_graphs_match_unfused_bitwise(unfused, no_fused_failures, graph):
     check_graph(unfused, graph)
 
 

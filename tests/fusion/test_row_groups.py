@@ -288,3 +288,18 @@ def test_tiny_tensors_run_unfused_and_a_batch_of_them_is_not_planned() -> None:
     planner = FusionPlanner(fused.fusible, 16, min_elements=fused.MIN_FUSED_ELEMENTS)
     batch = [_call("exp", 2, (1,), s), _call("neg", 3, (2,), s)]
     assert planner.plan(batch, lambda i: "float32", {1: s}.get) is batch
+
+
+def test_scratch_buffers_are_shared_only_between_values_of_one_shape(no_fused_failures):
+    """One unblocked row group holds a (2048,) value and the 0-d sum, whose shapes end
+    alike; a buffer of one must never serve the other (the group raised and ran unfused
+    before; the random graphs found more such pairs, e.g. (3, 1) and (1, 1))."""
+    device = fresh_device()
+    x_np = np.random.default_rng(9).standard_normal(2048, dtype=np.float32)
+    x = em.tensor(x_np, device=device)
+    with one_batch(device):
+        y = (x * 2.0 + 1.0).sum() * 3.0
+    before = em.stats(device).groups
+    expected = (x_np * np.float32(2.0) + np.float32(1.0)).sum() * np.float32(3.0)
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+    assert em.stats(device).groups == before + 1

@@ -355,7 +355,9 @@ class _Scratch:
         for step, (j, _) in enumerate(steps):
             member = members[j]
             if full[j] is None and member.op not in _VIEWS and j not in in_registers:
-                key = (member.dtype, member.shape[1:])
+                # The member's whole shape: in one unblocked run a (1,) value and a (700,)
+                # one both end in (); in blocks, one shape is one block shape.
+                key = (member.dtype, member.shape)
                 ids = free.get(key)
                 buffer = ids.pop() if ids else len(keys)
                 if buffer == len(keys):
