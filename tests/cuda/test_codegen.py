@@ -10,6 +10,7 @@ import pytest
 
 from ember.actors.ir import Call
 from ember.kernels.cupy import codegen
+from ember.kernels.fusion import cexpr
 from tests.cuda.groups import SITE, gelu_tanh_chain, plan
 
 F32 = {1: "float32", 2: "float32", 3: "float32"}
@@ -63,11 +64,11 @@ def test_scalars_travel_as_arguments_in_render_order():
         Call("clamp", 13, (12,), (-1.0, None), (8,), "float16", SITE),
     ]
     group, program, source = _render(calls, {1: "float16"}, ("full",))
-    assert codegen.scalar_arguments(group.members, program.steps) == [
+    assert cexpr.scalar_arguments(group.members, program.steps) == [
         ("float32", 0.1), ("float16", 0.1), ("float16", 2.5), ("float32", -1.0)]
     assert "float s3" in source.code and "float s4" not in source.code
     # A comparison's scalar is rounded to its float16 compute dtype, arithmetic's is not.
-    assert codegen.scalar_value("float16", 0.1) != codegen.scalar_value("float32", 0.1)
+    assert cexpr.scalar_value("float16", 0.1) != cexpr.scalar_value("float32", 0.1)
 
 
 def test_low_precision_members_round_to_their_dtype():
@@ -91,10 +92,10 @@ def test_integer_and_python_rounding_ops_are_left_unfused():
 
 def test_coalesce_merges_dims_every_input_walks_as_one():
     # (8, 16, 32) with a (16, 32) broadcast input: the last two dims merge.
-    assert codegen.coalesce((8, 16, 32), [(0, 32, 1)]) == ((8, 512), [(0, 1)])
+    assert cexpr.coalesce((8, 16, 32), [(0, 32, 1)]) == ((8, 512), [(0, 1)])
     # A (8, 1, 32) input cannot merge across the broadcast middle dim.
-    assert codegen.coalesce((8, 16, 32), [(32, 0, 1)]) == ((8, 16, 32), [(32, 0, 1)])
-    assert codegen.broadcast_strides((8, 16, 32), (16, 1), (4, 4), 4) == (0, 1, 0)
+    assert cexpr.coalesce((8, 16, 32), [(32, 0, 1)]) == ((8, 16, 32), [(32, 0, 1)])
+    assert cexpr.broadcast_strides((8, 16, 32), (16, 1), (4, 4), 4) == (0, 1, 0)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")

@@ -22,22 +22,25 @@ H200's bandwidth (h200-facts: 1.7 TB/s vs 4.2 TB/s).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
-import numpy as np
-
+from ember.kernels.fusion.cexpr import (
+    COMPARISON,
+    FLOATS,
+    LOGICAL,
+    OPS,
+    Renderer,
+    attr_shape,
+    digest,
+    kernel_name,
+    scalar_type,
+)
 from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
 
 # Dtypes a generated kernel reads and writes, with their storage type in C++.
 STORAGE = {"float32": "float", "float16": "unsigned short", "bfloat16": "unsigned short",
            "bool": "bool"}
-FLOATS = ("float32", "float16", "bfloat16")
-# Not the NumPy backend's NP table: the CPU backend renders C from this module, so
-# importing that package here would be circular.
-_LOW_PRECISION = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 
 _PREAMBLE = r"""
 template <typename T, int N> struct __align__(sizeof(T) * N) Vec { T v[N]; };
@@ -63,31 +66,6 @@ __device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a 
 __device__ __forceinline__ float nan_min(float a, float b) { return (a < b || a != a) ? a : b; }
 """
 
-# Ops the generated kernels cover, by their rendering below. Integer dtypes, floor
-# division and remainder (Python's sign rules) and round with decimals run unfused.
-_BINARY = {
-    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
-    "pow": "powf({a}, {b})", "maximum": "nan_max({a}, {b})", "minimum": "nan_min({a}, {b})",
-}
-_COMPARISON = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_LOGICAL = {"bitwise_and": "&&", "bitwise_or": "||", "bitwise_xor": "!="}
-_UNARY = {
-    "neg": "(-{x})", "abs": "fabsf({x})", "floor": "floorf({x})", "ceil": "ceilf({x})",
-    "round": "rintf({x})", "exp": "expf({x})", "log": "logf({x})", "log1p": "log1pf({x})",
-    "sqrt": "sqrtf({x})", "rsqrt": "(1.0f / sqrtf({x}))", "sin": "sinf({x})",
-    "cos": "cosf({x})", "tanh": "tanhf({x})", "erf": "erff({x})",
-    "reciprocal": "(1.0f / {x})", "alias": "{x}",
-    "sign": "((float)(0.0f < {x}) - (float)({x} < 0.0f))",
-    "relu": "(({x} > 0.0f || {x} != {x}) ? {x} : 0.0f)",
-    "sigmoid": "(1.0f / (1.0f + expf(-{x})))",
-    "silu": "({x} / (1.0f + expf(-{x})))",
-    "gelu": "(0.5f * {x} * (1.0f + erff({x} * 0.70710678118654752f)))",
-    "gelu_tanh": ("(0.5f * {x} * (1.0f + tanhf(0.79788456080286536f * "
-                  "({x} + 0.044715f * {x} * {x} * {x}))))"),
-}
-_FLOAT_TESTS = {"isnan": "({x} != {x})", "isinf": "(fabsf({x}) == __int_as_float(0x7f800000))"}
-OPS = frozenset(_BINARY) | frozenset(_COMPARISON) | frozenset(_LOGICAL) | frozenset(_UNARY) \
-    | frozenset(_FLOAT_TESTS) | {"bitwise_not", "clamp", "where", "cast"}
 
 
 def fusible(call: Any, dtype_of: Any) -> bool:
@@ -101,10 +79,10 @@ def fusible(call: Any, dtype_of: Any) -> bool:
         return False
     if call.op == "round" and call.attrs:
         return False
-    if call.op in _LOGICAL or call.op == "bitwise_not":
+    if call.op in LOGICAL or call.op == "bitwise_not":
         if call.dtype != "bool":
             return False
-    elif call.op in _COMPARISON:
+    elif call.op in COMPARISON:
         if call.attrs[0] not in FLOATS:
             return False
     elif call.op not in ("where", "cast") and call.dtype not in FLOATS:
@@ -115,128 +93,9 @@ def fusible(call: Any, dtype_of: Any) -> bool:
     return True
 
 
-def scalar_arguments(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]]
-                     ) -> list[tuple[str, Any]]:
-    """(dtype to round to, value) of each scalar argument, in the kernel's parameter order.
-
-    Arithmetic meets a scalar in float32 (NumPy's kernels widen only arrays), a
-    comparison rounds it to its compute dtype, ``where`` to its output dtype.
-    """
-    scalars: list[tuple[str, Any]] = []
-    for j, args in steps:
-        member = members[j]
-        op, attrs = member.op, member.attrs
-        if op in _BINARY and len(args) == 1:
-            scalars.append(("float32", attrs[1]))
-        elif op in _COMPARISON and len(args) == 1:
-            scalars.append((attrs[0], attrs[1]))
-        elif op in _LOGICAL and len(args) == 1:
-            scalars.append(("bool", attrs[1]))
-        elif op == "clamp":
-            scalars += [("float32", v) for v in attrs if v is not None]
-        elif op == "where":
-            scalars += [(member.dtype, v) for v in attrs if v is not None]
-    return scalars
-
-
-def _convert(expr: str, source: str, target: str) -> str:
-    """``expr`` (a register value of dtype ``source``) as a value of dtype ``target``."""
-    if source == target:
-        return expr
-    if target == "bool":
-        return f"({expr} != 0.0f)"
-    if source == "bool":
-        return f"({expr} ? 1.0f : 0.0f)"
-    if target == "float32":
-        return expr  # float16 / bfloat16 values are already exact floats
-    return f"{_ROUND[target]}({expr})"
-
-
-_ROUND = {"float16": "f16_round", "bfloat16": "bf16_round"}
 _LOAD = {"float32": "{}", "float16": "f16_load({})", "bfloat16": "bf16_load({})", "bool": "{}"}
 _STORE = {"float32": "{}", "float16": "f16_store({})", "bfloat16": "bf16_store({})",
           "bool": "{}"}
-
-
-def _scalar_type(dtype: str) -> str:
-    return "bool" if dtype == "bool" else "float"
-
-
-class _Renderer:
-    """Builds the statements of one element: member by member, into registers ``v<slot>``."""
-
-    def __init__(self, members: Sequence[Any], input_dtypes: Sequence[str]) -> None:
-        self.members = members
-        self.dtypes = list(input_dtypes)  # dtype per slot, members appended as rendered
-        self.scalars: list[tuple[str, Any]] = []  # (compute dtype, value) per scalar argument
-        self.lines: list[str] = []
-
-    def scalar(self, value: Any, dtype: str) -> str:
-        self.scalars.append((dtype, value))
-        return f"s{len(self.scalars) - 1}"
-
-    def operand(self, slot: int, target: str) -> str:
-        return _convert(f"v{slot}", self.dtypes[slot], target)
-
-    def render(self, steps: Sequence[tuple[int, tuple[int, ...]]]) -> list[str]:
-        for j, args in steps:
-            member = self.members[j]
-            slot = len(self.dtypes)
-            expr = self.expression(member, args)
-            if member.dtype in _ROUND:
-                expr = f"{_ROUND[member.dtype]}({expr})"
-            self.lines.append(f"{_scalar_type(member.dtype)} v{slot} = {expr};")
-            self.dtypes.append(member.dtype)
-        return self.lines
-
-    def binary_operands(self, member: Any, args: tuple[int, ...], compute: str,
-                        scalar_dtype: str) -> list[str]:
-        if len(args) == 2:
-            return [self.operand(args[0], compute), self.operand(args[1], compute)]
-        _, value, scalar_is_lhs = member.attrs
-        tensor = self.operand(args[0], compute)
-        scalar = self.scalar(value, scalar_dtype)
-        return [scalar, tensor] if scalar_is_lhs else [tensor, scalar]
-
-    def expression(self, member: Any, args: tuple[int, ...]) -> str:
-        op, dtype = member.op, member.dtype
-        if op in _BINARY:
-            # Arithmetic kernels widen array operands only: a scalar meets them in float32.
-            a, b = self.binary_operands(member, args, dtype, "float32")
-            return _BINARY[op].format(a=a, b=b)
-        if op in _COMPARISON:
-            # ... where comparisons round the scalar to the compute dtype first.
-            compute = member.attrs[0]
-            a, b = self.binary_operands(member, args, compute, compute)
-            return f"({a} {_COMPARISON[op]} {b})"
-        if op in _LOGICAL:
-            a, b = self.binary_operands(member, args, "bool", "bool")
-            return f"({a} {_LOGICAL[op]} {b})"
-        if op == "bitwise_not":
-            return f"(!{self.operand(args[0], 'bool')})"
-        if op in _UNARY:
-            return _UNARY[op].format(x=self.operand(args[0], dtype))
-        if op in _FLOAT_TESTS:
-            source = self.dtypes[args[0]]
-            if source == "bool":
-                return "false"
-            return _FLOAT_TESTS[op].format(x=f"v{args[0]}")
-        if op == "clamp":
-            x = self.operand(args[0], dtype)
-            low, high = member.attrs
-            if low is not None:
-                x = f"nan_max({x}, {self.scalar(low, 'float32')})"
-            if high is not None:
-                x = f"nan_min({x}, {self.scalar(high, 'float32')})"
-            return x
-        if op == "where":
-            tensors = iter(args[1:])
-            a, b = (self.operand(next(tensors), dtype) if v is None else self.scalar(v, dtype)
-                    for v in member.attrs)
-            return f"({self.operand(args[0], 'bool')} ? {a} : {b})"
-        if op == "cast":
-            return self.operand(args[0], dtype)
-        raise ValueError(f"no CUDA rendering for op {op!r}")
 
 
 class Layout:
@@ -270,40 +129,19 @@ class Source:
         self.outputs = outputs  # member indices stored, in parameter order
 
 
-def kernel_name(members: Sequence[Any], digest: str) -> str:
-    """A readable, unique C identifier: the source ops in order, then a digest."""
-    ops = "_".join(m.op for m in members[:6])
-    more = f"_and{len(members) - 6}" if len(members) > 6 else ""
-    return f"ember_{ops}{more}_{digest[:10]}"
-
-
 def structure_key(group: Any, program: Any, input_dtypes: Sequence[str], layout: Layout,
                   vector: int, block: int) -> tuple:
     """What the source depends on: ops, dtypes, wiring, layout, vector width, block size;
     never the sizes or the scalars' values (both travel as arguments)."""
-    members = tuple((m.op, m.dtype, _attr_shape(m)) for m in group.members)
+    members = tuple((m.op, m.dtype, attr_shape(m)) for m in group.members)
     return (members, tuple(program.steps), tuple(program.materialize), tuple(input_dtypes),
             layout.key(), vector, block)
-
-
-def _attr_shape(member: Any) -> tuple:
-    """A member's attrs with scalar values replaced by their place (they are arguments)."""
-    op, attrs = member.op, member.attrs
-    if op in _BINARY or op in _COMPARISON or op in _LOGICAL:
-        return (attrs[0], len(attrs) > 1 and attrs[2]) if len(attrs) > 1 else (attrs[0],)
-    if op == "clamp" or op == "where":
-        return tuple(v is None for v in attrs)
-    return tuple(attrs)
-
-
-def digest(key: tuple) -> str:
-    return hashlib.sha256(repr(key).encode()).hexdigest()
 
 
 def render(group: Any, program: Any, input_dtypes: Sequence[str], layout: Layout,
            vector: int, block: int) -> Source:
     """The CUDA C++ of ``group`` for inputs of ``input_dtypes`` laid out as ``layout``."""
-    renderer = _Renderer(group.members, input_dtypes)
+    renderer = Renderer(group.members, input_dtypes)
     body = renderer.render(program.steps)
     n_inputs = len(input_dtypes)
     outputs = [j for j, keep in enumerate(program.materialize) if keep]
@@ -321,7 +159,7 @@ def render(group: Any, program: Any, input_dtypes: Sequence[str], layout: Layout
     if strided:
         params += [f"long long size{d}" for d in range(rank)]
         params += [f"long long stride{k}_{d}" for k in strided for d in range(rank)]
-    params += [f"{_scalar_type(dtype)} s{i}" for i, (dtype, _) in enumerate(renderer.scalars)]
+    params += [f"{scalar_type(dtype)} s{i}" for i, (dtype, _) in enumerate(renderer.scalars)]
 
     def load(k: int, index: str, vector_name: str | None) -> str:
         kind = layout.kinds[k]
@@ -388,47 +226,3 @@ def render(group: Any, program: Any, input_dtypes: Sequence[str], layout: Layout
     return Source(name, "\n".join(code), renderer.scalars, outputs)
 
 
-def coalesce(shape: tuple[int, ...], strides: Sequence[tuple[int, ...]]
-             ) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Merge adjacent dims that every input walks as one (strides in elements, 0 where an
-    input broadcasts), so index math runs over as few dims as possible."""
-    if not shape:
-        return (), [() for _ in strides]
-    dims = [d for d, size in enumerate(shape) if size != 1] or [len(shape) - 1]
-    sizes = [shape[d] for d in dims]
-    per_input = [[s[d] for d in dims] for s in strides]
-    out_sizes = [sizes[0]]
-    out_strides = [[p[0]] for p in per_input]
-    for k in range(1, len(sizes)):
-        if all(p[k - 1] == p[k] * sizes[k] for p in per_input):
-            out_sizes[-1] *= sizes[k]
-            for o, p in zip(out_strides, per_input):
-                o[-1] = p[k]
-        else:
-            out_sizes.append(sizes[k])
-            for o, p in zip(out_strides, per_input):
-                o.append(p[k])
-    return tuple(out_sizes), [tuple(o) for o in out_strides]
-
-
-def broadcast_strides(shape: tuple[int, ...], array_shape: tuple[int, ...],
-                      array_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """An input's element strides over the output's dims (0 where it broadcasts)."""
-    pad = len(shape) - len(array_shape)
-    out = []
-    for d in range(len(shape)):
-        if d < pad or array_shape[d - pad] == 1:
-            out.append(0)
-        else:
-            out.append(array_strides[d - pad] // itemsize)
-    return tuple(out)
-
-
-def scalar_value(dtype: str, value: Any) -> np.generic:
-    """A scalar argument as the kernel takes it: a bool, or a float32 rounded to ``dtype``."""
-    if dtype == "bool":
-        return np.bool_(value)
-    rounded = np.asarray(value, np.float32)
-    if dtype != "float32":
-        rounded = rounded.astype(_LOW_PRECISION[dtype]).astype(np.float32)
-    return np.float32(rounded.item())

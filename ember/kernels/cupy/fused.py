@@ -19,6 +19,7 @@ import ember
 from ember.kernels.autotune import Autotuner
 from ember.kernels.cupy import codegen, rowgen
 from ember.kernels.cupy.table import KERNELS
+from ember.kernels.fusion import cexpr
 from ember.kernels.fusion.planner import Program
 from ember.kernels.numpy.table import NP
 
@@ -133,9 +134,9 @@ class FusedKernels:
                 kinds.append("full")
             else:
                 kinds.append("strided")
-                strided.append(codegen.broadcast_strides(shape, array.shape, array.strides,
+                strided.append(cexpr.broadcast_strides(shape, array.shape, array.strides,
                                                          array.itemsize))
-        sizes, strides = codegen.coalesce(shape, strided) if strided else ((), [])
+        sizes, strides = cexpr.coalesce(shape, strided) if strided else ((), [])
         # 32-bit index math when the flat index and every strided input's farthest
         # element fit.
         narrow = n < 2**31 and all(
@@ -149,8 +150,8 @@ class FusedKernels:
         if strided:
             args += [np.int64(s) for s in sizes]
             args += [np.int64(s) for per_input in strides for s in per_input]
-        args += [codegen.scalar_value(dtype, value)
-                 for dtype, value in codegen.scalar_arguments(members, program.steps)]
+        args += [cexpr.scalar_value(dtype, value)
+                 for dtype, value in cexpr.scalar_arguments(members, program.steps)]
 
         def launch(variant: tuple[int, int, int]) -> None:
             block, vector, per_sm = variant
@@ -205,8 +206,8 @@ class FusedKernels:
         if col_strides:
             args += [np.int32(s) for s in col_sizes]
             args += [np.int32(s) for per_input in col_strides for s in per_input]
-        args += [codegen.scalar_value(dtype, value)
-                 for dtype, value in codegen.scalar_arguments(members, program.steps)]
+        args += [cexpr.scalar_value(dtype, value)
+                 for dtype, value in cexpr.scalar_arguments(members, program.steps)]
 
         def launch(block: int) -> None:
             key = rowgen.structure_key(members, program.steps, program.materialize, full,

@@ -32,6 +32,7 @@ from typing import Any
 
 from ember.kernels.cupy import codegen
 from ember.kernels.cupy.codegen import FLOATS, STORAGE
+from ember.kernels.fusion import cexpr
 
 # Reductions by (combine function, identity); two-pass ones name their first pass.
 _COMBINE = {"sum": ("add_op", "0.0f"), "mean": ("add_op", "0.0f"), "prod": ("mul_op", "1.0f"),
@@ -103,7 +104,7 @@ def _attr_shape(member: Any) -> tuple:
         return tuple(member.attrs[2:])  # var/std's correction; dims are the trailing ones
     if member.op in PASS_THROUGH or member.op == "alias":
         return ()
-    return codegen._attr_shape(member)
+    return cexpr.attr_shape(member)
 
 
 class _Slots:
@@ -128,7 +129,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     n_inputs = len(input_dtypes)
     kinds = layout.kinds
     slots = _Slots(input_dtypes, kinds)
-    renderer = codegen._Renderer(members, input_dtypes)
+    renderer = cexpr.Renderer(members, input_dtypes)
     renderer.dtypes = slots.dtypes  # one list: operands find members' dtypes as they join
     expressions: dict[int, str] = {}  # slot -> C++ expression of an element/row member
     reductions: list[tuple[int, int, int]] = []  # (slot, argument slot, first phase)
@@ -147,8 +148,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
                 expr = f"v{args[0]}"
             else:
                 expr = renderer.expression(member, args)
-                if member.dtype in codegen._ROUND:
-                    expr = f"{codegen._ROUND[member.dtype]}({expr})"
+                if member.dtype in cexpr.ROUND:
+                    expr = f"{cexpr.ROUND[member.dtype]}({expr})"
             expressions[slot] = expr
             slots.row.append(all(slots.row[a] for a in args))
             slots.phase.append(known)
@@ -160,7 +161,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
         if members[slot - n_inputs].op in TWO_PASS:
             phases = max(phases, p + 2)
 
-    name = codegen.kernel_name(members, codegen.digest(structure_key(
+    name = cexpr.kernel_name(members, cexpr.digest(structure_key(
         members, steps, materialize, full, input_dtypes, layout, vector, block)))
     params = [f"const {STORAGE[d]}* __restrict__ in{k}" for k, d in enumerate(input_dtypes)]
     params += [f"{STORAGE[members[j].dtype]}* __restrict__ out{j}" for j in outputs]
@@ -172,7 +173,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     if strided:
         params += [f"int csize{d}" for d in range(layout.col_rank)]
         params += [f"int cstride{k}_{d}" for k in strided for d in range(layout.col_rank)]
-    params += [f"{codegen._scalar_type(d)} s{i}" for i, (d, _) in enumerate(renderer.scalars)]
+    params += [f"{cexpr.scalar_type(d)} s{i}" for i, (d, _) in enumerate(renderer.scalars)]
 
     def register(slot: int) -> str:
         return "bool" if slots.dtypes[slot] == "bool" else "float"
@@ -324,7 +325,7 @@ def _finish(member: Any, slot: int, step: int) -> list[str]:
     """The statements after a reduction pass: the row value, or the first pass's result."""
     op = member.op
     red = f"red{slot}_{step}"
-    rounding = codegen._ROUND.get(member.dtype)
+    rounding = cexpr.ROUND.get(member.dtype)
 
     def result(expr: str) -> list[str]:
         return [f"    const float v{slot} = {rounding}({expr});" if rounding
@@ -424,10 +425,10 @@ def row_layout(shape: tuple[int, ...], r: int, members: Sequence[Any],
         else:
             kinds.append("strided")
     located = [s for s in strides if s is not None]
-    row_sizes, row_per_input = codegen.coalesce(shape[:r], [s[:r] for s in located]) \
+    row_sizes, row_per_input = cexpr.coalesce(shape[:r], [s[:r] for s in located]) \
         if r else ((), [() for _ in located])
     strided = [s[r:] for s, kind in zip(strides, kinds) if kind == "strided"]
-    col_sizes, col_per_input = codegen.coalesce(shape[r:], strided) if strided else ((), [])
+    col_sizes, col_per_input = cexpr.coalesce(shape[r:], strided) if strided else ((), [])
     layout = RowLayout(tuple(kinds), len(row_sizes), len(col_sizes))
     return layout, (row_sizes, row_per_input), col_sizes, col_per_input
 

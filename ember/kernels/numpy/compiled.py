@@ -30,7 +30,7 @@ import numpy as np
 
 import ember
 from ember.kernels.cache import cache_dir
-from ember.kernels.cupy import codegen
+from ember.kernels.fusion import cexpr
 from ember.kernels.numpy import csource
 
 # A group of fewer elements keeps the NumPy executor: a first run pays a compile
@@ -187,9 +187,9 @@ class Piece:
         function, sizes, strides = layout
         if function is None:
             return False
-        scalars = codegen.scalar_arguments(members, self._steps)
+        scalars = cexpr.scalar_arguments(members, self._steps)
         values = (ctypes.c_float * max(len(scalars), 1))(
-            *[float(codegen.scalar_value(dtype, v)) for dtype, v in scalars])
+            *[float(cexpr.scalar_value(dtype, v)) for dtype, v in scalars])
         data = (ctypes.c_void_p * (len(reads) + len(stores)))(
             *[a.ctypes.data for a in reads], *[a.ctypes.data for a in stores])
         total = math.prod(shape)
@@ -199,10 +199,10 @@ class Piece:
 
     def _compile(self, members: tuple, shape: tuple[int, ...], reads: list[np.ndarray],
                  stores: list[np.ndarray]) -> tuple:
-        strides = [codegen.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
+        strides = [cexpr.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
                    for a in reads]
         contiguous = tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]) if shape else ()
-        sizes, walked = codegen.coalesce(shape, [*strides, contiguous])
+        sizes, walked = cexpr.coalesce(shape, [*strides, contiguous])
         rank = max(len(sizes), 1)
         walked = [w or (0,) for w in walked[:len(reads)]]
         inner = [{1: "contiguous", 0: "broadcast"}.get(w[-1], "strided") for w in walked]
@@ -222,9 +222,8 @@ def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
     if math.prod(group.shape) < MIN_ELEMENTS or not _enabled():
         return None
     members, prologue = group.members, group.prologue
-    n_inputs = len(group.inputs)
     dtypes = [str(a.dtype) for a in inputs] + [m.dtype for m in members[prologue:]]
-    key = (tuple((m.op, m.dtype, codegen._attr_shape(m)) for m in members), program.steps,
+    key = (tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), program.steps,
            prologue, tuple(f is None for f in full), tuple(dtypes))
     found = _plans.get(key, False)
     if found is False:

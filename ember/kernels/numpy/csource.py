@@ -2,7 +2,7 @@
 member's value in a register, only the materialized members stored.
 
 Pure Python, so the source can be rendered and checked anywhere. The members'
-expressions are the CUDA renderer's (``kernels/cupy/codegen.py``; C and CUDA C++
+expressions are the CUDA renderer's (``kernels/fusion/cexpr.py``; C and CUDA C++
 share them), with the exceptions the CPU needs to give the NumPy kernels' own bits:
 erf and gelu are ``fast_erf``'s polynomial step for step, isinf compares with
 ``INFINITY``. Only ops whose C is IEEE arithmetic the NumPy kernels also do
@@ -11,7 +11,7 @@ compiled group gives exactly the unfused results; ops that call a libm (exp, tan
 pow ...) differ from NumPy's own implementations in the last bit and are left to the
 NumPy executor.
 
-Layout: the output is contiguous over the group's shape, coalesced (``codegen.coalesce``)
+Layout: the output is contiguous over the group's shape, coalesced (``cexpr.coalesce``)
 to ``rank`` dims. The innermost dim is the loop; each input walks it ``contiguous``
 (stride 1), ``broadcast`` (stride 0: one load per row) or ``strided`` (a stride
 passed at run time); the outer dims are run-time sizes and strides. The function
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.kernels.cupy import codegen
+from ember.kernels.fusion import cexpr
 from ember.kernels.numpy import fast_erf
 
 # Ops whose rendering computes what their NumPy kernel computes, bit for bit. (alias is
@@ -89,7 +89,7 @@ def _preamble() -> str:
     ])
 
 
-class _Renderer(codegen._Renderer):
+class _Renderer(cexpr.Renderer):
     """The CUDA renderer's expressions, with the CPU's own erf, gelu and isinf."""
 
     def expression(self, member: Any, args: tuple[int, ...]) -> str:
@@ -102,16 +102,22 @@ class _Renderer(codegen._Renderer):
 
 
 def compilable(member: Any, dtype_of: Any) -> bool:
-    """Whether ``member`` renders to C with exactly its NumPy kernel's results."""
-    if member.op not in EXACT_OPS or member.dtype not in STORAGE:
+    """Whether ``member`` renders to C with exactly its NumPy kernel's results: float32
+    arithmetic and tests, bool logic, and casts and selects between the two."""
+    op, dtype = member.op, member.dtype
+    if op not in EXACT_OPS or dtype not in STORAGE:
         return False
     if any(dtype_of(i) not in STORAGE for i in member.inputs):
         return False
-    if member.op in codegen._COMPARISON and member.attrs[0] != "float32":
+    if op in cexpr.LOGICAL or op == "bitwise_not":
+        return dtype == "bool"
+    if op in cexpr.COMPARISON:
+        return member.attrs[0] == "float32"
+    if op in cexpr.FLOAT_TESTS or op == "where" or op == "cast":
+        return True
+    if op == "round" and member.attrs:  # decimals: a scaled rint NumPy does in three passes
         return False
-    if member.op in ("isnan", "isinf"):  # (the CUDA renderer leaves these unfused)
-        return member.dtype == "bool"
-    return codegen.fusible(member, dtype_of)
+    return dtype == "float32"
 
 
 class Source:
@@ -148,16 +154,16 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     body = renderer.render(steps)
     n_slots = len(slot_dtypes)
     reads = [k for k in range(n_slots) if inner[k] != "unused"]
-    key = (tuple((m.op, m.dtype, codegen._attr_shape(m)) for m in members), tuple(steps),
+    key = (tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), tuple(steps),
            tuple(slot_dtypes), tuple(stores), rank, tuple(inner))
-    name = codegen.kernel_name(members, codegen.digest(key))
+    name = cexpr.kernel_name(members, cexpr.digest(key))
     last = rank - 1
     lines = [_preamble(),
              f"void {name}(long long begin, long long end, const long long* size,",
              "    const long long* stride, void* const* data, const float* scalars) {"]
     for i, (dtype, _) in enumerate(renderer.scalars):
         value = "scalars[{}] != 0.0f" if dtype == "bool" else "scalars[{}]"
-        lines.append(f"  const {codegen._scalar_type(dtype)} s{i} = {value.format(i)};")
+        lines.append(f"  const {cexpr.scalar_type(dtype)} s{i} = {value.format(i)};")
     lines += [f"  const long long inner = size[{last}];", "  long long i = begin;",
               "  while (i < end) {",
               "    const long long row = i / inner, first = i - row * inner;",
