@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call on a two-H200 machine: the CUDA test suite (alongside the WebGPU tests
-# of wgpu_on_h200.sh, whose timeouts are shortened here), then bench_cuda alone (its
-# timings want a quiet machine), then bench_wgpu alone. Each step has a time cap, and
+# One device call on an H200 machine: the CUDA test suite (alongside the WebGPU tests of
+# wgpu_on_h200.sh, capped by WGPU_TEST_CAP), then, unless CUDA_BENCH=0, bench_cuda alone
+# (its timings want a quiet machine) and bench_wgpu alone. Each step has a time cap, and
 # its log lands in $OUT as it goes, so a call cut short still returns what ran.
 # Needs .whl/ (trio, msgspec, ... and wgpu's wheels) and .gl/ (Vulkan loader debs) carried.
 set -uo pipefail
@@ -19,8 +19,8 @@ export PYTHONPATH=/tmp/site:.
 print('cupy', cupy.__version__, 'torch', torch.__version__, 'nccl', nccl.get_version())"
 } >"$out/machine.txt" 2>&1
 # The WebGPU suites in the background while the CUDA suite runs: both are tests, not timings.
-sed -e 's/timeout 150/timeout 75/' -e '/bench_wgpu/d' benchmarks/wgpu_on_h200.sh >/tmp/wgpu_tests.sh
-OUT=$out/wgpu timeout 165 bash /tmp/wgpu_tests.sh >"$out/wgpu/run.log" 2>&1 &
+OUT=$out/wgpu WGPU_TEST_CAP=150 WGPU_BENCH=0 timeout 200 bash benchmarks/wgpu_on_h200.sh \
+  >"$out/wgpu/run.log" 2>&1 &
 wgpu_tests=$!
 start=$(date +%s)
 timeout 160 python3 -m pytest -q -p no:cacheprovider -n 14 --timeout 100 -o addopts="-rfE" \
@@ -28,13 +28,11 @@ timeout 160 python3 -m pytest -q -p no:cacheprovider -n 14 --timeout 100 -o addo
 echo "tests -k cuda: exit $? after $(( $(date +%s) - start )) s" | tee -a "$out/suite.log"
 tail -n 25 "$out/suite.log"
 wait "$wgpu_tests"
+tail -n 12 "$out/wgpu/tests.log"
+[ "${CUDA_BENCH:-1}" = 0 ] && exit 0
 start=$(date +%s)
 timeout 140 python3 benchmarks/bench_cuda.py mlp_step encoder_layer data_parallel \
   kernel_bandwidth elementwise launch_overhead matmul_sweep 2>&1 | tee "$out/bench_cuda.md"
 echo "bench_cuda: after $(( $(date +%s) - start )) s" | tee -a "$out/bench_cuda.md"
-# bench_wgpu, with the preamble of wgpu_on_h200.sh (loaders, wheels, adapter) before it.
-{ sed -n '1,/^start=/p' benchmarks/wgpu_on_h200.sh
-  grep 'bench_wgpu --large' benchmarks/wgpu_on_h200.sh | sed 's/timeout 200/timeout 95/'
-} >/tmp/wgpu_bench.sh
-OUT=$out/wgpu bash /tmp/wgpu_bench.sh >>"$out/wgpu/run.log" 2>&1
-tail -n 30 "$out/wgpu/bench_wgpu.md" "$out/wgpu/tests.log"
+WGPU_BACKEND_TYPE=Vulkan XDG_RUNTIME_DIR=$(mktemp -d) timeout 95 \
+  python3 -m benchmarks.bench_wgpu --large 2>&1 | grep -v "^WARNING" | tee "$out/wgpu/bench_wgpu.md"

@@ -10,7 +10,6 @@
 # come with the machine's image. Results go to $OUT (or ./wgpu-h200-out): adapter.txt,
 # tests.log (failures with short tracebacks, the 25 slowest tests), junit.xml, summary.txt
 # (counts per test file).
-# benchmarks/cuda_on_h200.sh reuses this file's lines up to `start=` as its preamble.
 set -uo pipefail
 out=${OUT:-wgpu-h200-out}
 mkdir -p "$out"
