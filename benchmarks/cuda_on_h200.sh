@@ -19,8 +19,10 @@ export PYTHONPATH=/tmp/site:.
 print('cupy', cupy.__version__, 'torch', torch.__version__, 'nccl', nccl.get_version())"
 } >"$out/machine.txt" 2>&1
 # The WebGPU suites in the background while the CUDA suite runs: both are tests, not timings.
-OUT=$out/wgpu WGPU_TEST_CAP=150 WGPU_BENCH=0 timeout 200 bash benchmarks/wgpu_on_h200.sh \
-  >"$out/wgpu/run.log" 2>&1 &
+# Without PYTHONPATH: pip would find the wheels in /tmp/site and skip installing them where
+# the tests' own subprocesses (which set their own path) look.
+env -u PYTHONPATH OUT="$out/wgpu" WGPU_TEST_CAP=150 WGPU_BENCH=0 timeout 200 \
+  bash benchmarks/wgpu_on_h200.sh >"$out/wgpu/run.log" 2>&1 &
 wgpu_tests=$!
 start=$(date +%s)
 timeout 160 python3 -m pytest -q -p no:cacheprovider -n 14 --timeout 100 -o addopts="-rfE" \
