@@ -24,6 +24,8 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import cupy as cp
 import numpy as np
@@ -226,11 +228,18 @@ def matmul_sweep() -> None:
             print(f"| matmul {n}³ {dtype} | {cells} |", flush=True)
 
 
-def mlp_step() -> None:
-    batch, sizes = 4096, (784, 4096, 4096, 10)
+MLP_BATCH, MLP_SIZES = 4096, (784, 4096, 4096, 10)
+
+
+def mlp_data() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    x_np = rng.standard_normal((batch, sizes[0]), dtype=np.float32)
-    y_np = rng.integers(0, 10, batch)
+    return (rng.standard_normal((MLP_BATCH, MLP_SIZES[0]), dtype=np.float32),
+            rng.integers(0, 10, MLP_BATCH))
+
+
+def ember_mlp_step(x_np: np.ndarray, y_np: np.ndarray) -> Callable[[], Any]:
+    """One Adam step of the MLP on ``DEV`` (also what profile_cuda.py profiles)."""
+    sizes = MLP_SIZES
     device = DEV.autodiff()
     model = em.nn.Sequential(em.nn.Linear(sizes[0], sizes[1], device=device), em.nn.ReLU(),
                              em.nn.Linear(sizes[1], sizes[2], device=device), em.nn.ReLU(),
@@ -239,11 +248,18 @@ def mlp_step() -> None:
     x_em = em.from_numpy(x_np, device=device)
     y_em = em.from_numpy(y_np, device=device)
 
-    def em_step():
+    def step():
         loss = F.cross_entropy(model(x_em), y_em)
         opt.step(loss.backward())
         return loss
 
+    return step
+
+
+def mlp_step() -> None:
+    sizes = MLP_SIZES
+    x_np, y_np = mlp_data()
+    em_step = ember_mlp_step(x_np, y_np)
     tmodel = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
                                  torch.nn.Linear(sizes[1], sizes[2]), torch.nn.ReLU(),
                                  torch.nn.Linear(sizes[2], sizes[3])).cuda()
@@ -261,18 +277,35 @@ def mlp_step() -> None:
         {"ember": timed(em_step, em_sync, 10), "torch eager": timed(torch_step, torch_sync, 10)})
 
 
-def encoder_layer() -> None:
-    d_model, heads, ff, seq, batch = 768, 12, 3072, 256, 8
-    rng = np.random.default_rng(0)
-    x_np = rng.standard_normal((batch, seq, d_model), dtype=np.float32)
+ENCODER = {"d_model": 768, "heads": 12, "ff": 3072, "seq": 256, "batch": 8}
+
+
+def encoder_input() -> np.ndarray:
+    e = ENCODER
+    return np.random.default_rng(0).standard_normal((e["batch"], e["seq"], e["d_model"]),
+                                                    dtype=np.float32)
+
+
+def ember_encoder_step(x_np: np.ndarray) -> Callable[[], Any]:
+    """The encoder layer's forward+backward on ``DEV``, returning the parameters'
+    gradients (also what profile_cuda.py profiles)."""
     device = DEV.autodiff()
-    layer = em.nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0, device=device)
+    layer = em.nn.TransformerEncoderLayer(ENCODER["d_model"], ENCODER["heads"], ENCODER["ff"],
+                                          dropout=0.0, device=device)
     x_em = em.from_numpy(x_np, device=device)
 
-    def em_step():
+    def step():
         grads = layer(x_em).sum().backward()
         return [p.grad(grads) for p in layer.parameters()]
 
+    return step
+
+
+def encoder_layer() -> None:
+    d_model, heads, ff, seq, batch = (ENCODER[k] for k in ("d_model", "heads", "ff", "seq",
+                                                           "batch"))
+    x_np = encoder_input()
+    em_step = ember_encoder_step(x_np)
     tlayer = torch.nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0,
                                               batch_first=True).cuda()
     x_t = torch.from_numpy(x_np).cuda()

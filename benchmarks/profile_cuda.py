@@ -37,6 +37,12 @@ import cupy as cp
 import numpy as np
 
 import ember as em
+from benchmarks.bench_cuda import (
+    ember_encoder_step,
+    ember_mlp_step,
+    encoder_input,
+    mlp_data,
+)
 from ember.actors import device_actor
 from ember.actors.ir import Call, MultiCall
 from ember.kernels.cupy import fused as ember_fused
@@ -210,37 +216,11 @@ def profile_step(name: str, step, top: int, k: int, python: bool = False) -> Non
 
 
 def encoder_layer() -> Any:
-    d_model, heads, ff, seq, batch = 768, 12, 3072, 256, 8
-    rng = np.random.default_rng(0)
-    x_np = rng.standard_normal((batch, seq, d_model), dtype=np.float32)
-    device = DEV.autodiff()
-    layer = em.nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0, device=device)
-    x_em = em.from_numpy(x_np, device=device)
-
-    def step():
-        grads = layer(x_em).sum().backward()
-        return [p.grad(grads) for p in layer.parameters()]
-
-    return step
+    return ember_encoder_step(encoder_input())
 
 
 def mlp_step() -> Any:
-    batch, sizes = 4096, (784, 4096, 4096, 10)
-    rng = np.random.default_rng(0)
-    device = DEV.autodiff()
-    model = em.nn.Sequential(em.nn.Linear(sizes[0], sizes[1], device=device), em.nn.ReLU(),
-                             em.nn.Linear(sizes[1], sizes[2], device=device), em.nn.ReLU(),
-                             em.nn.Linear(sizes[2], sizes[3], device=device))
-    opt = em.optim.Adam(model.parameters(), lr=1e-3)
-    x_em = em.from_numpy(rng.standard_normal((batch, sizes[0]), dtype=np.float32), device=device)
-    y_em = em.from_numpy(rng.integers(0, 10, batch), device=device)
-
-    def step():
-        loss = F.cross_entropy(model(x_em), y_em)
-        opt.step(loss.backward())
-        return loss
-
-    return step
+    return ember_mlp_step(*mlp_data())
 
 
 def learner() -> None:
