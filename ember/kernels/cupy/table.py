@@ -19,6 +19,7 @@ import numpy as np
 from cupyx.scipy import special
 
 from ember.kernels.cupy import gemm
+from ember.kernels.numpy import creation
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
 
@@ -86,44 +87,27 @@ def _matmul(msg, pool, a, b):
     return gemm.current(TF32).matmul(a, b, msg.dtype).reshape(msg.shape)
 
 
-def _generator(seed: int, counter: int) -> cupy.random.RandomState:
-    # One cuRAND generator per op, seeded from (seed, counter): the same call on the same
-    # device gives the same numbers, whatever ran before it.
-    mixed = np.random.SeedSequence([seed, counter]).generate_state(1, np.uint32)[0]
-    return cupy.random.RandomState(int(mixed))
+class _CupyRandom:
+    """``creation.NumpyRandom``'s interface on cuRAND: one generator per op, seeded from
+    the op's (seed, counter), so the same call on the same device gives the same numbers."""
+
+    def __init__(self, seed: int, counter: int) -> None:
+        mixed = np.random.SeedSequence([seed, counter]).generate_state(1, np.uint32)[0]
+        self.generator = cupy.random.RandomState(int(mixed))
+
+    def uniform(self, shape: tuple[int, ...], dtype: np.dtype) -> cupy.ndarray:
+        return self.generator.random_sample(shape, dtype=dtype)
+
+    def integers(self, low: int, high: int, shape: tuple[int, ...],
+                 dtype: np.dtype) -> cupy.ndarray:
+        return self.generator.randint(low, high, shape, dtype=dtype)
+
+    def normal(self, shape: tuple[int, ...], dtype: np.dtype) -> cupy.ndarray:
+        return self.generator.standard_normal(shape, dtype=dtype)
 
 
-# Mantissa digits of the low-precision floats: uniform numbers are multiples of 2**-digits,
-# so rounding never reaches 1.0 (as on the CPU).
-_DIGITS = {"float16": 11, "bfloat16": 8}
+creation.register_random(cuda_kernel, _CupyRandom)
 
-
-@cuda_kernel("rand")
-def _rand(msg, pool):
-    seed, counter = msg.attrs
-    dtype = NP[msg.dtype]
-    generator = _generator(seed, counter)
-    if dtype in (np.float32, np.float64):
-        return generator.random_sample(msg.shape, dtype=dtype)
-    digits = _DIGITS[msg.dtype]
-    steps = generator.randint(0, 1 << digits, msg.shape, dtype=np.int32)
-    return (steps.astype(np.float32) * np.float32(2.0 ** -digits)).astype(dtype)
-
-
-@cuda_kernel("randn")
-def _randn(msg, pool):
-    seed, counter = msg.attrs
-    dtype = NP[msg.dtype]
-    gen_dtype = dtype if dtype in (np.float32, np.float64) else np.float32
-    values = _generator(seed, counter).standard_normal(msg.shape, dtype=gen_dtype)
-    return values.astype(dtype, copy=False)
-
-
-@cuda_kernel("randint")
-def _randint(msg, pool):
-    low, high, seed, counter = msg.attrs
-    values = _generator(seed, counter).randint(low, high, msg.shape, dtype=np.int64)
-    return values.astype(NP[msg.dtype], copy=False)
 
 
 # NumPy's floor division and remainder of floats (its divmod: the quotient from

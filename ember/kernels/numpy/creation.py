@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ember.kernels.numpy.table import NP, kernel
@@ -48,8 +51,22 @@ def _eye(msg, pool):
     return pool.xp.eye(*msg.shape, dtype=NP[msg.dtype])
 
 
-def _generator(seed: int, counter: int) -> np.random.Generator:
-    return np.random.Generator(np.random.Philox(key=seed, counter=counter << 64))
+class NumpyRandom:
+    """The random numbers of one op: a Philox stream keyed by the op's (seed, counter), so
+    the same call gives the same numbers whatever ran before it. The random kernels
+    below draw through this interface; the CUDA backend passes its own (cuRAND)."""
+
+    def __init__(self, seed: int, counter: int) -> None:
+        self.generator = np.random.Generator(np.random.Philox(key=seed, counter=counter << 64))
+
+    def uniform(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return self.generator.random(shape, dtype=dtype)
+
+    def integers(self, low: int, high: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return self.generator.integers(low, high, shape, dtype=dtype)
+
+    def normal(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return self.generator.standard_normal(shape, dtype=dtype)
 
 
 # Mantissa digits of the low-precision floats: their uniform numbers are multiples of
@@ -57,29 +74,31 @@ def _generator(seed: int, counter: int) -> np.random.Generator:
 _DIGITS = {"float16": 11, "bfloat16": 8}
 
 
-@kernel("rand")
-def _rand(msg, pool):
-    seed, counter = msg.attrs
+def _rand(msg: Any, source: Any) -> Any:
     dtype = NP[msg.dtype]
-    generator = _generator(seed, counter)
     if dtype in (np.float32, np.float64):
-        return generator.random(msg.shape, dtype=dtype)
+        return source.uniform(msg.shape, dtype)
     digits = _DIGITS[msg.dtype]
-    steps = generator.integers(0, 1 << digits, msg.shape, dtype=np.int32)
+    steps = source.integers(0, 1 << digits, msg.shape, np.int32)
     return (steps.astype(np.float32) * np.float32(2.0 ** -digits)).astype(dtype)
 
 
-@kernel("randn")
-def _randn(msg, pool):
-    seed, counter = msg.attrs
+def _randn(msg: Any, source: Any) -> Any:
     dtype = NP[msg.dtype]
-    gen_dtype = dtype if dtype in (np.float32, np.float64) else np.float32
-    return _generator(seed, counter).standard_normal(msg.shape, dtype=gen_dtype).astype(
-        dtype, copy=False)
+    drawn = dtype if dtype in (np.float32, np.float64) else np.float32
+    return source.normal(msg.shape, drawn).astype(dtype, copy=False)
 
 
-@kernel("randint")
-def _randint(msg, pool):
-    low, high, seed, counter = msg.attrs
-    return _generator(seed, counter).integers(low, high, msg.shape, dtype=np.int64).astype(
-        NP[msg.dtype], copy=False)
+def _randint(msg: Any, source: Any) -> Any:
+    low, high = msg.attrs[:2]
+    return source.integers(low, high, msg.shape, np.int64).astype(NP[msg.dtype], copy=False)
+
+
+def register_random(register: Callable, source: Callable[[int, int], Any]) -> None:
+    """Register rand, randn and randint with ``register`` (a backend's kernel decorator),
+    drawing from ``source(seed, counter)``, the last two of each op's attrs."""
+    for name, draw in (("rand", _rand), ("randn", _randn), ("randint", _randint)):
+        register(name)(lambda msg, pool, draw=draw: draw(msg, source(*msg.attrs[-2:])))
+
+
+register_random(kernel, NumpyRandom)
