@@ -12,6 +12,7 @@ import pytest
 import ember as em
 from ember.kernels.fusion.planner import Call, Drop, FusionPlanner
 from ember.kernels.numpy import fused
+from ember.kernels.numpy.pool import BufferPool
 from tests.fusion.batching import fresh_device, one_batch, step_counts
 from tests.fusion.composites import layer_norm, numpy_layer_norm, numpy_softmax, softmax
 
@@ -269,14 +270,36 @@ def test_a_chain_shares_two_scratch_buffers_and_views_keep_theirs_alive() -> Non
                          lambda i: "float32" if i == 1 else None, {1: s}.get)[0]
     program = planner.program(group)
     full = [None] * 19 + [np.empty(s, np.float32)]  # only the last member is kept
-    scratch = fused._Scratch(group, program, full)
+    pool = BufferPool()
+    scratch = fused._Scratch(group, program, full, group.members, pool)
     assert len(scratch.buffers) == 2  # each member reads only the one before it
     # An alias keeps its source's buffer busy until the alias's last reader has run.
     batch = [_call("exp", 2, (1,), s), _call("alias", 3, (2,), s), _call("neg", 4, (1,), s),
              _call("add", 5, (3, 4), s), Drop(2), Drop(3), Drop(4)]
     group = planner.plan(batch, lambda i: "float32" if i == 1 else None, {1: s}.get)[0]
-    scratch = fused._Scratch(group, planner.program(group), [None] * 3 + [np.empty(s)])
+    scratch = fused._Scratch(group, planner.program(group), [None] * 3 + [np.empty(s)],
+                             group.members, pool)
     assert scratch.assign[0] != scratch.assign[2]  # neg must not take exp's buffer
+
+
+def test_chunk_buffers_come_from_the_pool_and_go_back_to_it() -> None:
+    """A group's chunk buffers are the device pool's: a second run of the same group
+    takes the ones the first gave back (no fresh allocation, no page faults)."""
+    s = (64, 1024)  # 64K elements: one chunk of 256 KB per buffer, which the pool keeps
+    chain = [_call("exp", 2, (1,), s)] + [_call("neg", k + 1, (k,), s) for k in range(2, 6)]
+    planner = FusionPlanner(fused.fusible, 16, reductions=True, views=True)
+    group = planner.plan([*chain, *(Drop(k) for k in range(2, 6))],
+                         lambda i: "float32" if i == 1 else None, {1: s}.get)[0]
+    program = planner.program(group)
+    full = [None] * 4 + [np.empty(s, np.float32)]
+    pool = BufferPool()
+    first = fused._Scratch(group, program, full, group.members, pool)
+    held = {id(a) for a in first.buffers}
+    first.release(pool)
+    assert pool.statistics()["buffers_pooled"] == 2
+    second = fused._Scratch(group, program, full, group.members, pool)
+    assert {id(a) for a in second.buffers} == held
+    assert pool.statistics()["buffers_pooled"] == 0
 
 
 def test_tiny_tensors_run_unfused_and_a_batch_of_them_is_not_planned() -> None:

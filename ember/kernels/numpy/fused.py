@@ -72,9 +72,9 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
     items = compiled.plan(group, program, inputs, full)
     if group.rows is not None:
-        _run_rows(group, program, inputs, full, items)
+        _run_rows(group, program, inputs, full, items, pool)
     elif items is None or not compiled.run_whole(items, group, inputs, full):
-        _run_elementwise(group, program, inputs, full, items)
+        _run_elementwise(group, program, inputs, full, items, pool)
     n_inputs = len(group.inputs)
     aliases = [(members[j].out, inputs[slot] if slot < len(inputs) else full[slot - n_inputs])
                for j, slot in shared.items()]
@@ -152,15 +152,15 @@ def _donations(group: Any, program: Any, inputs: list,
 
 
 def _run_elementwise(group: Any, program: Any, inputs: list, full: list,
-                     items: list | None) -> None:
+                     items: list | None, pool: Any) -> None:
     """``items``: the members after the prologue, runs of them as compiled ``Piece``s
-    (None: each member its NumPy kernel)."""
+    (None: each member its NumPy kernel); ``pool``: the device's buffer pool, which
+    lends the chunk buffers."""
     shape = group.shape
     members = group.members
     total = math.prod(shape)
     if total <= CHUNK_ELEMENTS or not shape:
-        _evaluate(program, group, members, inputs, full,
-                  _Scratch(group, program, full, items=items), items)
+        _run_once(group, program, inputs, full, items, pool)
         return
     arrays = [a for a in inputs if isinstance(a, np.ndarray) and a.ndim]
     if all(a.shape == shape and a.flags.c_contiguous for a in arrays):
@@ -168,22 +168,21 @@ def _run_elementwise(group: Any, program: Any, inputs: list, full: list,
                        else (a, False) for a in inputs]
         flat_full = [f.reshape(-1) if f is not None else None for f in full]
         _in_blocks(group, program, members, flat_inputs, flat_full, total, CHUNK_ELEMENTS,
-                   (CHUNK_ELEMENTS,), items=items)
+                   (CHUNK_ELEMENTS,), pool, items=items)
         return
     shape, inputs, full = _merge_leading_dims(shape, inputs, full)
     rows = shape[0]
     inner = total // rows if rows else 0
     block = max(1, CHUNK_ELEMENTS // max(inner, 1))
     if rows <= 1 or block >= rows:
-        _evaluate(program, group, members, inputs, full,
-                  _Scratch(group, program, full, items=items), items)
+        _run_once(group, program, inputs, full, items, pool)
         return
     _in_blocks(group, program, members, [(a, _spans_rows(a, shape)) for a in inputs], full,
-               rows, block, (block, *shape[1:]), items=items)
+               rows, block, (block, *shape[1:]), pool, items=items)
 
 
 def _run_rows(group: Any, program: Any, inputs: list, full: list,
-              items: list | None) -> None:
+              items: list | None, pool: Any) -> None:
     """A row group, in blocks of whole rows: the leading dims of S merged into one where
     every input allows it without a copy (a copy would change a reduction's summation
     order), each member's kernel (or compiled piece, ``items``) run on its block with
@@ -192,8 +191,7 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list,
     members = group.members
     inner = math.prod(shape[r:])
     if r == 0 or math.prod(shape[:r]) <= max(1, CHUNK_ELEMENTS // max(inner, 1)):
-        _evaluate(program, group, members, inputs, full,
-                  _Scratch(group, program, full, items=items), items)
+        _run_once(group, program, inputs, full, items, pool)
         return
     for merged in range(r, 0, -1):  # one dim needs no merge, so this always ends
         views = _rows_views(inputs, shape, merged)
@@ -204,13 +202,21 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list,
     inputs = views
     full = [f.reshape((rows, *f.shape[merged:])) if f is not None else None for f in full]
     _in_blocks(group, program, [_block_message(m, merged, block) for m in members], inputs,
-               full, rows, block, None,
+               full, rows, block, None, pool,
                [_block_message(m, merged, rows % block) for m in members] if rows % block else None,
                items)
 
 
+def _run_once(group: Any, program: Any, inputs: list, full: list, items: list | None,
+              pool: Any) -> None:
+    """The whole group as one block."""
+    scratch = _Scratch(group, program, full, group.members, pool, items=items)
+    _evaluate(program, group, group.members, inputs, full, scratch, items)
+    scratch.release(pool)
+
+
 def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: list,
-               rows: int, block: int, scratch_shape: tuple[int, ...] | None,
+               rows: int, block: int, scratch_shape: tuple[int, ...] | None, pool: Any,
                last_messages: list | None = None, items: list | None = None) -> None:
     """Evaluate rows [0, rows) of every input (``(value, spans rows)``) and output in
     blocks of ``block`` rows. ``last_messages``: the members as a short last block runs
@@ -221,8 +227,12 @@ def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: lis
     if len(starts) < 2 * parts:
         parts = 1
 
-    def evaluate(starts: range) -> None:
-        scratch = _Scratch(group, program, full, scratch_shape, items)
+    # Each part's buffers are taken from the pool here, on the device's worker: the pool
+    # is not shared between threads.
+    scratches = [_Scratch(group, program, full, messages, pool, scratch_shape, items)
+                 for _ in range(parts)]
+
+    def evaluate(starts: range, scratch: _Scratch) -> None:
         for start in starts:
             stop = min(start + block, rows)
             scratch.length = stop - start
@@ -232,8 +242,10 @@ def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: lis
                       [f[start:stop] if f is not None else None for f in full], scratch, items)
 
     share = -(-len(starts) // parts)
-    compiled.in_parallel([lambda part=starts[p * share:(p + 1) * share]: evaluate(part)
+    compiled.in_parallel([lambda p=p: evaluate(starts[p * share:(p + 1) * share], scratches[p])
                           for p in range(parts)])
+    for scratch in scratches:
+        scratch.release(pool)
 
 
 def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
@@ -323,15 +335,17 @@ class _Scratch:
     per member. A member never writes into a buffer one of its own inputs holds.
 
     ``shape``: every buffer's shape (chunks of one shape), or None for each member's
-    block shape as its message gives it; ``length``: the rows of the current block.
+    block shape as its message in ``messages`` gives it; ``length``: the rows of the
+    current block. The buffers come from the device's pool (``release`` gives them
+    back), so a training loop's groups reuse the same few.
     A compiled piece (in ``items``) is one step: its members' reads count at its last
     member (so it never writes into a buffer it reads), and members whose values stay
     inside it need no buffer.
     """
 
-    __slots__ = ("assign", "buffers", "shape", "length")
+    __slots__ = ("assign", "buffers", "length")
 
-    def __init__(self, group: Any, program: Any, full: list,
+    def __init__(self, group: Any, program: Any, full: list, messages: list, pool: Any,
                  shape: tuple[int, ...] | None = None, items: list | None = None) -> None:
         members, n, prologue = group.members, len(group.inputs), group.prologue
         steps = program.steps[prologue:]
@@ -351,6 +365,7 @@ class _Scratch:
         self.assign: dict[int, int] = {}  # member → buffer
         free: dict[tuple, list[int]] = {}
         keys: list[tuple] = []
+        self.buffers: list[np.ndarray] = []
         frees_after: dict[int, list[tuple]] = {}
         for step, (j, _) in enumerate(steps):
             member = members[j]
@@ -362,23 +377,27 @@ class _Scratch:
                 buffer = ids.pop() if ids else len(keys)
                 if buffer == len(keys):
                     keys.append(key)
+                    self.buffers.append(pool.empty(shape or messages[j].shape, NP[member.dtype]))
                 self.assign[j] = buffer
                 frees_after.setdefault(max(last.get(n + j, step), step), []).append((key, buffer))
             for key, buffer in frees_after.pop(step, ()):
                 free.setdefault(key, []).append(buffer)
-        self.buffers: list = [None] * len(keys)
-        self.shape = shape
         self.length: int | None = None
 
-    def dest(self, j: int, member: Any) -> np.ndarray | None:
+    def dest(self, j: int) -> np.ndarray | None:
         """Where member ``j`` writes this block (None for a view, which writes nothing)."""
         buffer = self.assign.get(j)
         if buffer is None:
             return None
         array = self.buffers[buffer]
-        if array is None:
-            array = self.buffers[buffer] = np.empty(self.shape or member.shape, NP[member.dtype])
         return array if self.length is None else array[:self.length]
+
+    def release(self, pool: Any) -> None:
+        """Give every buffer back to ``pool`` (which keeps only those no one else holds)."""
+        buffers, self.buffers = self.buffers, []
+        while buffers:
+            array = buffers.pop()  # a local, as release expects of its caller
+            pool.release(array)
 
 
 def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: list,
@@ -392,9 +411,9 @@ def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: l
     for item in items if items is not None else range(group.prologue, len(steps)):
         if type(item) is not Piece:
             slots.append(_run_member(messages[item], steps[item][1], slots, outputs[item],
-                                     scratch.dest(item, messages[item]), chunk_pool))
+                                     scratch.dest(item), chunk_pool))
             continue
-        dests = [outputs[j] if outputs[j] is not None else scratch.dest(j, messages[j])
+        dests = [outputs[j] if outputs[j] is not None else scratch.dest(j)
                  for j in item.stores]
         if not dests:  # nothing it computes is read or kept
             slots += [None] * len(item.indices)
