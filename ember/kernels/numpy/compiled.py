@@ -1,12 +1,14 @@
-"""Fused elementwise groups on the CPU as compiled C: one pass over memory, every core.
+"""Fused groups on the CPU as compiled C: one pass over memory, every core.
 
-The blocked NumPy executor still calls one NumPy kernel per member per chunk; for
-custom_gelu that is ~30 passes over each chunk, erf alone ~25 (bench_fusion). A
-group whose members all have an exact C rendering (``csource``) is instead rendered
-to C, compiled once with the system's C compiler, cached in memory and on disk under
-``$XDG_CACHE_HOME/ember/cpu`` (keyed by the source, the compiler, its flags, the CPU
-and ember's version), and called through ctypes, which lets go of the GIL: the
-group's range is split between the cores.
+The blocked NumPy executor calls one NumPy kernel per member per chunk; for
+custom_gelu that is ~30 passes over each chunk, erf alone ~25 (bench_fusion). Runs
+of members with an exact C rendering (``csource``) are instead rendered to C as one
+``Piece``, compiled once with the system's C compiler, cached in memory and on disk
+under ``$XDG_CACHE_HOME/ember/cpu`` (keyed by the source, the compiler, its flags, the
+CPU and ember's version), and called through ctypes, which lets go of the GIL. An
+elementwise group that is one piece runs in one call, its range split between the
+cores; otherwise the pieces run chunk by chunk between the other members' NumPy
+kernels (exp, tanh, reductions ...), the chunks shared between the cores.
 
 Where no C compiler is found, or one fails, groups keep the NumPy executor;
 ``status()`` says why. ``EMBER_CPU_COMPILE=0`` turns the path off.
@@ -71,13 +73,13 @@ class _Compiler:
             return None
         key = hashlib.sha256(f"{digest}{self.signature()}".encode()).hexdigest()[:24]
         path = os.path.join(cache_dir("cpu"), f"{source.name}_{key}.so")
-        if not os.path.exists(path):
-            try:
+        try:
+            if not os.path.exists(path):
                 self._compile(source.code, path)
-            except (OSError, subprocess.SubprocessError) as exc:
-                self.error = f"C compiler {self.compiler} failed: {exc}"
-                return None
-        library = ctypes.CDLL(path)
+            library = ctypes.CDLL(path)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.error = f"C compiler {self.compiler} failed: {exc}"
+            return None
         self._libraries.append(library)
         return _FUNCTION((source.name, library))
 
