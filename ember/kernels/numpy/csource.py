@@ -121,18 +121,14 @@ def compilable(member: Any, dtype_of: Any) -> bool:
 
 
 class Source:
-    """A rendered function: its name, C text, scalar arguments in order, and the slots it
-    reads and the members it stores, in parameter order."""
+    """A rendered function: its C name and text. (Its scalar arguments, in order, are
+    ``cexpr.scalar_arguments`` of the members it renders.)"""
 
-    __slots__ = ("name", "code", "scalars", "reads", "stores")
+    __slots__ = ("code", "name")
 
-    def __init__(self, name: str, code: str, scalars: list[tuple[str, Any]],
-                 reads: list[int], stores: list[int]) -> None:
+    def __init__(self, name: str, code: str) -> None:
         self.name = name
         self.code = code
-        self.scalars = scalars
-        self.reads = reads
-        self.stores = stores
 
 
 def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
@@ -142,18 +138,19 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     slots ``0 .. len(slot_dtypes) - 1`` and storing members ``stores``.
 
     ``inner[k]``: how slot ``k`` walks the innermost dim ("contiguous", "broadcast",
-    "strided"; "unused" for a slot no step reads). Signature::
+    "strided"). Signature::
 
         void name(long long begin, long long end, const long long* size,
                   const long long* stride, void* const* data, const float* scalars)
 
-    ``size``: the ``rank`` coalesced dims; ``stride``: ``rank`` element strides per read
-    slot, in ``reads`` order; ``data``: the read slots' pointers, then the stores'.
+    ``size``: the ``rank`` coalesced dims; ``stride``: ``rank`` element strides per input
+    slot; ``data``: the input slots' pointers, then the stores'.
     """
     renderer = _Renderer(members, slot_dtypes)
     body = renderer.render(steps)
     n_slots = len(slot_dtypes)
-    reads = [k for k in range(n_slots) if inner[k] != "unused"]
+    slots = range(n_slots)
+    register = {j: n_slots + position for position, (j, _) in enumerate(steps)}
     key = (tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), tuple(steps),
            tuple(slot_dtypes), tuple(stores), rank, tuple(inner))
     name = cexpr.kernel_name(members, cexpr.digest(key))
@@ -168,44 +165,33 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
               "  while (i < end) {",
               "    const long long row = i / inner, first = i - row * inner;",
               "    const long long stop = end - i < inner - first ? first + (end - i) : inner;"]
-    for p, k in enumerate(reads):
-        lines.append(f"    long long offset{k} = 0;")
+    lines += [f"    long long offset{k} = 0;" for k in slots]
     if rank > 1:
         lines.append("    long long rest = row, c;")
         for d in range(last - 1, -1, -1):
             lines.append(f"    c = rest % size[{d}]; rest /= size[{d}];")
-            lines += [f"    offset{k} += c * stride[{p * rank + d}];" for p, k in enumerate(reads)]
-    for p, k in enumerate(reads):
+            lines += [f"    offset{k} += c * stride[{k * rank + d}];" for k in slots]
+    for k in slots:
         storage = STORAGE[slot_dtypes[k]]
-        lines.append(f"    const {storage}* in{k} = (const {storage}*)data[{p}]"
-                     f" + offset{k};")
+        lines.append(f"    const {storage}* in{k} = (const {storage}*)data[{k}] + offset{k};")
         if inner[k] == "broadcast":
             lines.append(f"    const {storage} v{k} = in{k}[0];")
         elif inner[k] == "strided":
-            lines.append(f"    const long long step{k} = stride[{p * rank + last}];")
+            lines.append(f"    const long long step{k} = stride[{k * rank + last}];")
     for q, j in enumerate(stores):
         storage = STORAGE[members[j].dtype]
-        lines.append(f"    {storage}* out{j} = ({storage}*)data[{len(reads) + q}]"
+        lines.append(f"    {storage}* out{j} = ({storage}*)data[{n_slots + q}]"
                      " + row * inner;")
     # An output may share memory with an input (a donated buffer) only element for
     # element, and each element loads every input before it stores: no dependence
     # crosses iterations, so the loop vectorizes without run-time alias checks.
     lines += ["    #pragma GCC ivdep", "    for (long long e = first; e < stop; ++e) {"]
-    for k in reads:
+    for k in slots:
         if inner[k] == "contiguous":
             lines.append(f"      const {STORAGE[slot_dtypes[k]]} v{k} = in{k}[e];")
         elif inner[k] == "strided":
             lines.append(f"      const {STORAGE[slot_dtypes[k]]} v{k} = in{k}[e * step{k}];")
     lines += ["      " + line for line in body]
-    lines += [f"      out{j}[e] = v{n_slots + position};"
-              for j, position in ((j, _position(steps, j)) for j in stores)]
+    lines += [f"      out{j}[e] = v{register[j]};" for j in stores]
     lines += ["    }", "    i += stop - first;", "  }", "}", ""]
-    return Source(name, "\n".join(lines), renderer.scalars, reads, list(stores))
-
-
-def _position(steps: Sequence[tuple[int, tuple[int, ...]]], j: int) -> int:
-    """Where member ``j``'s value sits among the rendered registers (after the inputs)."""
-    for position, (member, _) in enumerate(steps):
-        if member == j:
-            return position
-    raise ValueError(f"member {j} is not among the steps")
+    return Source(name, "\n".join(lines))
