@@ -271,6 +271,7 @@ def test_a_second_process_loads_the_compiled_library_from_disk(tmp_path):
 
 
 def test_without_a_compiler_groups_run_on_numpy_and_status_says_why(monkeypatch):
+    monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
     monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
     monkeypatch.setattr(compiled, "_compiler", None)
     monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
@@ -281,6 +282,7 @@ def test_without_a_compiler_groups_run_on_numpy_and_status_says_why(monkeypatch)
 
 
 def test_a_failing_compiler_is_reported_and_groups_still_run(monkeypatch, tmp_path):
+    monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
     monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(compiled, "_compiler", None)

@@ -38,6 +38,9 @@ from ember.kernels.numpy import csource
 # A group of fewer elements keeps the NumPy executor: a first run pays a compile
 # (~0.1-0.3 s), worth it for the large tensors a training loop repeats.
 MIN_ELEMENTS = 1 << 16
+# Layouts (shapes and strides) a piece remembers; past this it forgets them all (the
+# compiled functions stay cached by source).
+_MAX_LAYOUTS = 256
 # Elements per thread at least: below this a thread's hand-over costs more than it saves.
 _PER_THREAD = 1 << 15
 _FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_longlong,
@@ -185,6 +188,8 @@ class Piece:
         key = (shape, *[(a.shape, a.strides) for a in reads])
         layout = self._layouts.get(key)
         if layout is None:
+            if len(self._layouts) >= _MAX_LAYOUTS:  # shapes that keep changing: start over
+                self._layouts.clear()
             layout = self._layouts[key] = self._compile(members, shape, reads, stores)
         function, sizes, strides = layout
         if function is None:
