@@ -42,7 +42,11 @@ _transfers: dict[int, tuple[DeviceActor, Waiter]] = {}
 
 # Defaults for back-pressure; generous guesses, overridable per process.
 DEFAULT_MAX_OPS = int(os.environ.get("EMBER_MAX_OPS_IN_FLIGHT", "65536"))
-DEFAULT_MAX_BYTES = int(os.environ.get("EMBER_MAX_BYTES_IN_FLIGHT", str(4 << 30)))
+# Bytes: EMBER_MAX_BYTES_IN_FLIGHT, else the backend's ``max_bytes_in_flight`` (a GPU's
+# share of its memory: queued outputs of 1 GiB each would cut a fused chain into
+# batches at 4 GiB), else 4 GiB.
+_MAX_BYTES_SETTING = os.environ.get("EMBER_MAX_BYTES_IN_FLIGHT")
+DEFAULT_MAX_BYTES = 4 << 30
 # The worker reports progress (and wakes blocked submitters) every so many ops.
 _PROGRESS_EVERY = 256
 # How long a woken worker waits for more ops before running a batch, unless a
@@ -104,7 +108,7 @@ class DeviceActor:
     """The actor behind one device (``cpu:0``, ``cuda:1`` ...)."""
 
     def __init__(self, name: str, backend: Any, max_ops: int = DEFAULT_MAX_OPS,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int | None = None) -> None:
         self.name = name
         self.backend = backend
         # The backend's dtype refusal, run by ops as they submit (None: it holds every
@@ -112,6 +116,9 @@ class DeviceActor:
         # check_dtype(dtype_name, op, values=None), values being an upload's host array.
         self.check_dtype: Any = getattr(backend, "check_dtype", None)
         self.max_ops = max_ops
+        if max_bytes is None:
+            max_bytes = (int(_MAX_BYTES_SETTING) if _MAX_BYTES_SETTING
+                         else getattr(backend, "max_bytes_in_flight", DEFAULT_MAX_BYTES))
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)

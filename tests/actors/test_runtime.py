@@ -398,3 +398,23 @@ def test_worker_crash_fails_readers_instead_of_hanging(monkeypatch):
     with pytest.raises(em.KernelError):
         y.numpy()
     assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize("setting, backend_bound, expected", [
+    (None, None, 4 << 30), (None, 123 << 20, 123 << 20), ("456", 123 << 20, 456)])
+def test_the_byte_bound_comes_from_the_setting_else_the_backend(monkeypatch, setting,
+                                                                  backend_bound, expected):
+    """EMBER_MAX_BYTES_IN_FLIGHT wins; else a backend's own bound (a GPU: a quarter of its
+    memory, so 1 GiB elementwise chains are not cut into batches); else 4 GiB."""
+    from ember.actors import device_actor
+    from ember.kernels.numpy import NumpyBackend
+
+    monkeypatch.setattr(device_actor, "_MAX_BYTES_SETTING", setting)
+    backend = NumpyBackend(0)
+    if backend_bound is not None:
+        backend.max_bytes_in_flight = backend_bound
+    actor = device_actor.DeviceActor("cpu:98", backend)
+    try:
+        assert actor.max_bytes == expected
+    finally:
+        actor.stop()

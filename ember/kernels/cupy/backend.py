@@ -54,6 +54,10 @@ class CupyBackend:
         # Held for the worker's life: the stream stays current on its thread.
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
+        # Back-pressure in bytes: a quarter of the GPU's memory, so a chain of large
+        # elementwise ops stays one batch (and one fused kernel) before the caller waits.
+        total = cupy.cuda.runtime.getDeviceProperties(index)["totalGlobalMem"]
+        self.max_bytes_in_flight = total // 4
 
     def start_worker(self) -> None:
         """Select the device and make its stream and pool this (the worker) thread's own."""
