@@ -229,11 +229,13 @@ def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
     if math.prod(group.shape) < MIN_ELEMENTS or not _enabled():
         return None
     members, prologue = group.members, group.prologue
-    dtypes = [str(a.dtype) for a in inputs] + [m.dtype for m in members[prologue:]]
+    # Members' dtypes are in the structure; the inputs' as NumPy dtypes (naming them
+    # costs more than the rest of the key).
     key = (tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), program.steps,
-           prologue, tuple(f is None for f in full), tuple(dtypes))
+           prologue, tuple(f is None for f in full), tuple(a.dtype for a in inputs))
     found = _plans.get(key, False)
     if found is False:
+        dtypes = [a.dtype.name for a in inputs] + [m.dtype for m in members[prologue:]]
         found = _plan(group, program, full, dtypes)
         if len(_plans) < _MAX_PLANS:
             _plans[key] = found
