@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -336,3 +337,36 @@ def test_gradients_through_compiled_pieces_match_unfused_bitwise(unfused, compil
     reference = unfused.run("block_grads", **args)
     assert len(compile_small) > 10
     assert_same_bits(fused_run, reference)
+
+
+def test_devices_share_the_kernel_threads_without_waiting_on_each_other(monkeypatch):
+    """Two CPU devices run compiled groups (whole and in pieces) at once from two threads;
+    the shared pool of kernel threads never deadlocks and every result is right."""
+    monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
+    calls = []
+    original = compiled._call
+    monkeypatch.setattr(compiled, "_call", lambda *a: (calls.append(a[1]), original(*a)))
+    x_np = np.random.default_rng(6).standard_normal((8, 40000), dtype=np.float32)
+    expected_whole = _fast_erf(x_np * np.float32(2.0)) + np.float32(1.0)
+    expected_pieces = np.exp(_fast_erf(x_np * np.float32(2.0))) * np.float32(3.0) \
+        + np.float32(1.0)
+    results: dict = {}
+
+    def work(index: int) -> None:
+        device = em.cpu(40 + index)
+        x = em.tensor(x_np, device=device)
+        for _ in range(5):
+            whole = ((x * 2.0).erf() + 1.0).numpy()
+            pieces = (((x * 2.0).erf()).exp() * 3.0 + 1.0).numpy()
+        results[index] = (whole, pieces)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a device never finished its groups"
+    assert x_np.size in calls and len(calls) > 20  # whole groups, and pieces chunk by chunk
+    for whole, pieces in results.values():
+        np.testing.assert_array_equal(whole, expected_whole)
+        np.testing.assert_allclose(pieces, expected_pieces, rtol=1e-6)
