@@ -71,7 +71,7 @@ FLOATING = Vocabulary(
 EXACT = FLOATING._replace(
     dtypes=("float32",), unary=("neg", "abs", "relu", "gelu", "erf", "sqrt_abs", "exp"),
     binary=("add", "sub", "mul", "div", "maximum", "minimum", "add", "mul"),
-    cast_dtypes=("float32", "float32", "float64"), reductions=("sum", "max"))
+    cast_dtypes=("float32", "float32", "float64"), reductions=("sum", "mean", "sum", "max"))
 # Integer graphs divide by zero now and then: the reads that fail must be the same.
 INTEGER = Vocabulary(
     dtypes=("int32", "int64"),

@@ -23,6 +23,7 @@ import ember as em
 from ember.kernels.numpy import compiled, csource, fused
 from tests.fusion import graphs, programs
 from tests.fusion.batching import fresh_index
+from tests.fusion.composites import layer_norm, numpy_layer_norm, softmax
 from tests.fusion.programs import ROOT, UnfusedWorker
 from tests.fusion.test_fusion import (
     _GRAPH_SETTINGS,
@@ -61,6 +62,15 @@ def compile_small(monkeypatch, no_fused_failures):
         original(*args)
 
     monkeypatch.setattr(compiled, "_call", counted)
+    run_rows = compiled.run_rows
+
+    def counted_rows(group, *args):
+        done = run_rows(group, *args)
+        if done:
+            runs.append(("rows", math.prod(group.shape)))
+        return done
+
+    monkeypatch.setattr(compiled, "run_rows", counted_rows)
     return runs
 
 
@@ -370,3 +380,27 @@ def test_devices_share_the_kernel_threads_without_waiting_on_each_other(monkeypa
     for whole, pieces in results.values():
         np.testing.assert_array_equal(whole, expected_whole)
         np.testing.assert_allclose(pieces, expected_pieces, rtol=1e-6)
+
+
+def test_a_layer_norm_from_primitives_is_one_compiled_row_kernel(compile_small):
+    """mean, sub, mul, mean, add, rsqrt, mul, mul, add over rows of 700: one C function,
+    its means summed as NumPy sums (pairwise), bitwise the NumPy executor's result."""
+    rng = np.random.default_rng(8)
+    x, w, b = (rng.standard_normal(s, dtype=np.float32) * 3 for s in ((6, 50, 700), 700, 700))
+    fused_run, plain = _both_ways(layer_norm, x, w, b)
+    assert ("rows", x.size) in compile_small
+    np.testing.assert_array_equal(fused_run, plain)
+    np.testing.assert_allclose(fused_run, numpy_layer_norm(x, w, b), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("case", ["softmax (max)", "sum of a permuted input"])
+def test_row_groups_whose_bits_c_cannot_promise_keep_numpy(compile_small, case):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((700, 300), dtype=np.float32)
+    if case == "softmax (max)":
+        fused_run, plain = _both_ways(softmax, x)
+    else:
+        fused_run, plain = _both_ways(
+            lambda t: t.permute(1, 0).sum(dim=-1, keepdim=True) * t.permute(1, 0) * 2.0, x)
+    assert not [r for r in compile_small if isinstance(r, tuple)]
+    np.testing.assert_array_equal(fused_run, plain)

@@ -326,3 +326,19 @@ def test_scratch_buffers_are_shared_only_between_values_of_one_shape(no_fused_fa
     expected = (x_np * np.float32(2.0) + np.float32(1.0)).sum() * np.float32(3.0)
     np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
     assert em.stats(device).groups == before + 1
+
+
+def test_a_row_group_whose_input_is_read_only_through_a_view_runs_fused(no_fused_failures,
+                                                                       monkeypatch):
+    """The group reads x (700, 300) only as x.permute(1, 0), its prologue; the blocked
+    executor took x itself for a row input of the wrong shape and the group ran unfused."""
+    monkeypatch.setenv("EMBER_CPU_COMPILE", "0")
+    device = fresh_device()
+    x_np = np.random.default_rng(10).standard_normal((700, 300), dtype=np.float32)
+    x = em.tensor(x_np, device=device)
+    with one_batch(device):
+        y = (x.permute(1, 0) * 2.0).sum(dim=-1, keepdim=True) * x.permute(1, 0)
+    before = em.stats(device).groups
+    expected = (x_np.T * np.float32(2.0)).sum(-1, keepdims=True) * x_np.T
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert em.stats(device).groups == before + 1

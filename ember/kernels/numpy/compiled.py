@@ -33,7 +33,7 @@ import numpy as np
 import ember
 from ember.kernels.cache import cache_dir
 from ember.kernels.fusion import cexpr
-from ember.kernels.numpy import csource
+from ember.kernels.numpy import crows, csource
 
 # A group of fewer elements keeps the NumPy executor: a first run pays a compile
 # (~0.1-0.3 s), worth it for the large tensors a training loop repeats.
@@ -47,6 +47,12 @@ _FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_longlong,
                              ctypes.POINTER(ctypes.c_longlong),
                              ctypes.POINTER(ctypes.c_longlong),
                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_float))
+# A row group's function: the same, and a scratch row buffer pointer.
+_ROW_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_longlong,
+                                 ctypes.POINTER(ctypes.c_longlong),
+                                 ctypes.POINTER(ctypes.c_longlong),
+                                 ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_float),
+                                 ctypes.c_void_p)
 
 
 class _Compiler:
@@ -61,17 +67,19 @@ class _Compiler:
         self._signature: str | None = None
         self.compiled = 0  # sources compiled in this process (not found on disk)
 
-    def function(self, source: csource.Source) -> Any:
+    def function(self, source: Any, prototype: Any = None) -> Any:
+        """``source``'s function (``source.name`` in ``source.code``) as ``prototype``
+        (default: the elementwise signature), None if it could not be built."""
         digest = hashlib.sha256(source.code.encode()).hexdigest()
         found = self._functions.get(digest, False)
         if found is not False:
             return found
         with self._lock:
             if digest not in self._functions:
-                self._functions[digest] = self._load(source, digest)
+                self._functions[digest] = self._load(source, digest, prototype or _FUNCTION)
             return self._functions[digest]
 
-    def _load(self, source: csource.Source, digest: str) -> Any:
+    def _load(self, source: Any, digest: str, prototype: Any) -> Any:
         if self.error is not None:
             return None
         key = hashlib.sha256(f"{digest}{self.signature()}".encode()).hexdigest()[:24]
@@ -84,7 +92,7 @@ class _Compiler:
             self.error = f"C compiler {self.compiler} failed: {exc}"
             return None
         self._libraries.append(library)
-        return _FUNCTION((source.name, library))
+        return prototype((source.name, library))
 
     def signature(self) -> str:
         """What a compiled file depends on besides its source."""
@@ -295,6 +303,63 @@ def run_whole(items: list, group: Any, inputs: list, full: list) -> bool:
     piece = items[0]
     return piece.run(group.members, [inputs[a] for a in piece.reads],
                      [full[j] for j in piece.stores], split=True)
+
+
+def run_rows(group: Any, program: Any, inputs: list, full: list) -> bool:
+    """Evaluate row ``group`` whole as compiled C (``crows``) into ``full``, its rows
+    split between the cores; False (nothing written) where it does not compile."""
+    shape, r = group.shape, group.rows
+    if math.prod(shape) < MIN_ELEMENTS or not _enabled():
+        return False
+    members, prologue, n_inputs = group.members, group.prologue, len(group.inputs)
+    slot_dtypes = [a.dtype.name for a in inputs] + [m.dtype for m in members[prologue:]]
+    dtype_of = dict(zip(group.inputs, slot_dtypes))
+    dtype_of.update((m.out, m.dtype) for m in members)
+    member_kinds = crows.kinds(members, prologue, shape, dtype_of.get)
+    if member_kinds is None:
+        return False
+    steps = program.steps[prologue:]
+    read = sorted({a for _, args in steps for a in args if a < len(inputs)})
+    rows_shape, row_shape = shape[:r], shape[r:]
+    outer, walks = [], {}
+    for k in read:
+        a = inputs[k]
+        strides = cexpr.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
+        sizes, (along,) = cexpr.coalesce(row_shape, [strides[r:]]) if row_shape else ((), [()])
+        if len(sizes) > 1:
+            return False  # a row this input walks in several strides
+        step = along[0] if along else 0
+        walks[k] = "scalar" if step == 0 else "contiguous" if step == 1 else "strided"
+        outer.append((strides[:r], step))
+    contiguous_rows = tuple(int(x) for x in np.cumprod((1, *rows_shape[:0:-1]))[::-1]) \
+        if rows_shape else ()
+    sizes, walked = cexpr.coalesce(rows_shape, [o for o, _ in outer] + [contiguous_rows]) \
+        if rows_shape else ((), [() for _ in range(len(outer) + 1)])
+    stores = [j for j in range(prologue, len(members)) if full[j] is not None]
+    count = math.prod(row_shape)
+    source = crows.render(members, steps, slot_dtypes, member_kinds, n_inputs, walks,
+                          stores, count, len(sizes))
+    if source is None:
+        return False
+    function = compiler().function(source, _ROW_FUNCTION)
+    if function is None:
+        return False
+    size = (ctypes.c_longlong * (len(sizes) + 1))(*sizes, count)
+    flat = [x for w, (_, step) in zip(walked, outer) for x in (*w, step)]
+    stride = (ctypes.c_longlong * max(len(flat), 1))(*flat)
+    data = (ctypes.c_void_p * (len(read) + len(stores)))(
+        *[inputs[k].ctypes.data for k in read], *[full[j].ctypes.data for j in stores])
+    scalars = cexpr.scalar_arguments(members, steps)
+    values = (ctypes.c_float * max(len(scalars), 1))(
+        *[float(cexpr.scalar_value(dtype, v)) for dtype, v in scalars])
+    rows = math.prod(rows_shape)
+    parts = min(cores(), max(1, rows * count // _PER_THREAD), rows)
+    scratch = np.empty((parts, max(source.buffers, 1) * count), np.float32)
+    bounds = [rows * p // parts for p in range(parts + 1)]
+    in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], size, stride, data, values,
+                                      scratch[p].ctypes.data)
+                 for p in range(parts)])
+    return True
 
 
 def _call(function: Any, total: int, parts: int, *args: Any) -> None:

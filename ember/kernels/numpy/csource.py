@@ -58,7 +58,7 @@ def _horner(name: str, coefficients: Sequence[np.float32]) -> list[str]:
     return lines
 
 
-def _preamble() -> str:
+def preamble() -> str:
     clamp = _literal(fast_erf._CLAMP)
     erf = [
         "static inline float ember_erf(float x) {",
@@ -89,7 +89,7 @@ def _preamble() -> str:
     ])
 
 
-class _Renderer(cexpr.Renderer):
+class Renderer(cexpr.Renderer):
     """The CUDA renderer's expressions, with the CPU's own erf, gelu and isinf."""
 
     def expression(self, member: Any, args: tuple[int, ...]) -> str:
@@ -120,6 +120,15 @@ def compilable(member: Any, dtype_of: Any) -> bool:
     return dtype == "float32"
 
 
+def scalar_declarations(scalars: Sequence[tuple[str, Any]]) -> list[str]:
+    """The registers ``s0, s1 ...`` of a function's scalar arguments (passed as floats)."""
+    lines = []
+    for i, (dtype, _) in enumerate(scalars):
+        value = f"scalars[{i}] != 0.0f" if dtype == "bool" else f"scalars[{i}]"
+        lines.append(f"  const {cexpr.scalar_type(dtype)} s{i} = {value};")
+    return lines
+
+
 class Source:
     """A rendered function: its C name and text. (Its scalar arguments, in order, are
     ``cexpr.scalar_arguments`` of the members it renders.)"""
@@ -146,7 +155,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     ``size``: the ``rank`` coalesced dims; ``stride``: ``rank`` element strides per input
     slot; ``data``: the input slots' pointers, then the stores'.
     """
-    renderer = _Renderer(members, slot_dtypes)
+    renderer = Renderer(members, slot_dtypes)
     body = renderer.render(steps)
     n_slots = len(slot_dtypes)
     slots = range(n_slots)
@@ -155,12 +164,10 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
            tuple(slot_dtypes), tuple(stores), rank, tuple(inner))
     name = cexpr.kernel_name(members, cexpr.digest(key))
     last = rank - 1
-    lines = [_preamble(),
+    lines = [preamble(),
              f"void {name}(long long begin, long long end, const long long* size,",
              "    const long long* stride, void* const* data, const float* scalars) {"]
-    for i, (dtype, _) in enumerate(renderer.scalars):
-        value = "scalars[{}] != 0.0f" if dtype == "bool" else "scalars[{}]"
-        lines.append(f"  const {cexpr.scalar_type(dtype)} s{i} = {value.format(i)};")
+    lines += scalar_declarations(renderer.scalars)
     lines += [f"  const long long inner = size[{last}];", "  long long i = begin;",
               "  while (i < end) {",
               "    const long long row = i / inner, first = i - row * inner;",

@@ -70,11 +70,14 @@ def run_fused(group: Any, program: Any, inputs: list, pool: Any) -> list[tuple[i
             for j, (m, keep) in enumerate(zip(members, program.materialize))]
     views = [(m.out, inputs[len(group.inputs) + j])
              for j, m in enumerate(members[:group.prologue]) if program.materialize[j]]
-    items = compiled.plan(group, program, inputs, full)
     if group.rows is not None:
-        _run_rows(group, program, inputs, full, items, pool)
-    elif items is None or not compiled.run_whole(items, group, inputs, full):
-        _run_elementwise(group, program, inputs, full, items, pool)
+        if not compiled.run_rows(group, program, inputs, full):
+            _run_rows(group, program, inputs, full, compiled.plan(group, program, inputs, full),
+                      pool)
+    else:
+        items = compiled.plan(group, program, inputs, full)
+        if items is None or not compiled.run_whole(items, group, inputs, full):
+            _run_elementwise(group, program, inputs, full, items, pool)
     n_inputs = len(group.inputs)
     aliases = [(members[j].out, inputs[slot] if slot < len(inputs) else full[slot - n_inputs])
                for j, slot in shared.items()]
@@ -193,8 +196,9 @@ def _run_rows(group: Any, program: Any, inputs: list, full: list,
     if r == 0 or math.prod(shape[:r]) <= max(1, CHUNK_ELEMENTS // max(inner, 1)):
         _run_once(group, program, inputs, full, items, pool)
         return
+    read = {a for _, args in program.steps[group.prologue:] for a in args}
     for merged in range(r, 0, -1):  # one dim needs no merge, so this always ends
-        views = _rows_views(inputs, shape, merged)
+        views = _rows_views(inputs, shape, merged, read)
         if views is not None:
             break
     rows = math.prod(shape[:merged])
@@ -248,14 +252,15 @@ def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: lis
         scratch.release(pool)
 
 
-def _rows_views(inputs: list, shape: tuple[int, ...], m: int) -> list | None:
+def _rows_views(inputs: list, shape: tuple[int, ...], m: int, read: set[int]) -> list | None:
     """Each input as (value, whether it spans the rows), with the leading ``m`` dims of
     ``shape`` seen as one: (rows, ...) where it spans them, its trailing dims alone where
-    it broadcasts over all of them. None if some input would need a copy for that."""
+    it broadcasts over all of them. None if some input would need a copy for that.
+    Inputs not in ``read`` (read only by the prologue's views) stay as they are."""
     rows = math.prod(shape[:m])
     views = []
-    for a in inputs:
-        if not isinstance(a, np.ndarray) or not a.ndim:
+    for k, a in enumerate(inputs):
+        if k not in read or not isinstance(a, np.ndarray) or not a.ndim:
             views.append((a, False))
             continue
         padded = (1,) * (len(shape) - a.ndim) + a.shape

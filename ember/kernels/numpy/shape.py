@@ -7,7 +7,6 @@ into its inputs, so sharing is safe.
 
 from __future__ import annotations
 
-
 from ember.kernels.numpy.table import NP, kernel, namespace
 
 

@@ -1,0 +1,226 @@
+"""C for a whole row group on the CPU: each row's members in loops over the row, its sums
+and means as NumPy computes them, every other value in a register.
+
+A row group (``fusion/planner.py``) reduces the trailing dims of its base shape S; per
+row its members are *full* (a value per element of the row) or *scalar* (one value
+per row: the reductions, and what is computed from them). The C walks a row in
+loops: a run of full members is one loop; a reduction ends the loop before it and
+sums a buffer of the row (or an input's row) with NumPy's own pairwise summation
+(8 partial sums in blocks of at most 128, halves above, then added to 0.0), so sums
+and means keep NumPy's bits. Full values a later loop or a reduction reads live in
+a row buffer; the rest stay in registers.
+
+Compiled only where the bits are certainly NumPy's: float32 sums and means whose
+input is a member of the group or an input contiguous over the row (NumPy's own
+iteration order for another layout is its business), members with an exact C form
+(``csource.EXACT_OPS``), views of the reduced values, and aliases. max / min (whose
+±0 ties follow NumPy's SIMD lanes), var, std, logsumexp and prod are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.kernels.fusion import cexpr
+from ember.kernels.numpy import csource
+
+SUMS = ("sum", "mean")
+# Members whose value per row element is their input's: the row-keeping views, aliases.
+_IDENTITY = ("reshape", "expand", "alias")
+
+_PAIRWISE = """
+/* NumPy's pairwise summation of n floats at stride s (its FLOAT_pairwise_sum). */
+static float ember_pairwise(const float* a, long long n, long long s) {
+  if (n < 8) {
+    float res = -0.0f;
+    for (long long i = 0; i < n; ++i) res = res + a[i * s];
+    return res;
+  }
+  if (n <= 128) {
+    float r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j * s];
+    long long i;
+    for (i = 8; i < n - (n % 8); i += 8)
+      for (int j = 0; j < 8; ++j) r[j] = r[j] + a[(i + j) * s];
+    float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res = res + a[i * s];
+    return res;
+  }
+  long long n2 = n / 2;
+  n2 -= n2 % 8;
+  return ember_pairwise(a, n2, s) + ember_pairwise(a + n2 * s, n - n2, s);
+}
+"""
+
+
+class RowSource:
+    """A rendered row function: its C name and text, and how many row buffers it needs."""
+
+    __slots__ = ("buffers", "code", "name")
+
+    def __init__(self, name: str, code: str, buffers: int) -> None:
+        self.name = name
+        self.code = code
+        self.buffers = buffers
+
+
+def kinds(members: Sequence[Any], prologue: int, shape: tuple[int, ...],
+          dtype_of: Any) -> dict[int, str] | None:
+    """Each member's kind after the prologue ("full" or "scalar"), or None if the group
+    has a member the row C does not compute exactly."""
+    out: dict[int, str] = {}
+    for j in range(prologue, len(members)):
+        m = members[j]
+        if m.op in SUMS:
+            if m.dtype != "float32" or dtype_of(m.inputs[0]) != "float32":
+                return None
+            out[j] = "scalar"
+        elif m.op in _IDENTITY or csource.compilable(m, dtype_of):
+            if m.dtype not in csource.STORAGE:
+                return None
+            out[j] = "full" if m.shape == shape else "scalar"
+        else:
+            return None
+    return out
+
+
+def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
+           slot_dtypes: Sequence[str], member_kinds: dict[int, str], n_inputs: int,
+           inputs: dict[int, str], stores: Sequence[int], count: int,
+           outer_rank: int) -> RowSource | None:
+    """The C function running ``steps`` row by row, or None where a reduction's input is
+    not a layout whose summation order is NumPy's.
+
+    ``inputs``: how each read input slot walks a row ("contiguous", "strided" or
+    "scalar": one value per row); ``count``: the elements of a row (a mean divides by
+    it). Signature::
+
+        void name(long long begin, long long end, const long long* size,
+                  const long long* stride, void* const* data, const float* scalars,
+                  float* scratch)
+
+    over rows [begin, end): ``size``: the ``outer_rank`` coalesced row dims, then the
+    row length; ``stride``: per read input, ``outer_rank`` row strides and its stride
+    along the row; ``data``: the read inputs' pointers, then the stores'; ``scratch``:
+    ``buffers`` rows of floats for this call.
+    """
+    renderer = csource.Renderer(members, slot_dtypes)
+    slot_kind = {k: ("scalar" if how == "scalar" else "input") for k, how in inputs.items()}
+    slot_kind.update((n_inputs + j, kind) for j, kind in member_kinds.items())
+    loop_of: dict[int, int] = {}  # a full member's slot → the loop computing it
+    loop = 0
+    for j, _ in steps:
+        if members[j].op in SUMS:
+            loop += 1
+        elif member_kinds[j] == "full":
+            loop_of[n_inputs + j] = loop
+    buffered = set()
+    loop = 0
+    for j, args in steps:
+        reduction = members[j].op in SUMS
+        if reduction:
+            loop += 1
+            source = args[0]
+            if slot_kind[source] == "input" and inputs[source] != "contiguous":
+                return None
+            if slot_kind[source] != "full" and slot_kind[source] != "input":
+                return None
+        for a in args:
+            if slot_kind.get(a) == "full" and (reduction or loop_of[a] != loop):
+                buffered.add(a)
+    buffer_of = {slot: b for b, slot in enumerate(sorted(buffered))}
+    read = sorted(inputs)
+    store_at = {n_inputs + j: q for q, j in enumerate(stores)}
+    name = cexpr.kernel_name(members, cexpr.digest((
+        tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), tuple(steps),
+        tuple(slot_dtypes), tuple(sorted(inputs.items())), tuple(stores), outer_rank)))
+    lines = [csource.preamble(), _PAIRWISE,
+             f"void {name}(long long begin, long long end, const long long* size,",
+             "    const long long* stride, void* const* data, const float* scalars,",
+             "    float* scratch) {",
+             f"  const long long inner = size[{outer_rank}];"]
+    body: list[str] = []  # the row's statements, in order
+    loop_lines: list[str] = []  # the open loop's statements
+
+    def close_loop() -> None:
+        if not loop_lines:
+            return
+        body.append("    #pragma GCC ivdep")
+        body.append("    for (long long e = 0; e < inner; ++e) {")
+        body.extend("      " + line for line in loop_lines)
+        body.append("    }")
+        loop_lines.clear()
+
+    def load(slot: int, into: list[str], loaded: set[int]) -> None:
+        """Bring ``slot`` into this loop's registers (inputs, buffered values)."""
+        if slot in loaded:
+            return
+        loaded.add(slot)
+        storage = csource.STORAGE[slot_dtypes[slot]]
+        if slot_kind.get(slot) == "input":
+            index = "e" if inputs[slot] == "contiguous" else f"e * step{slot}"
+            into.append(f"const {storage} v{slot} = in{slot}[{index}];")
+        elif slot in buffer_of and slot_kind.get(slot) == "full":
+            into.append(f"const float v{slot} = b{buffer_of[slot]}[e];")
+
+    loaded: set[int] = set()
+    computed_here: set[int] = set()
+    for j, args in steps:
+        member, slot, kind = members[j], n_inputs + j, member_kinds[j]
+        if member.op in SUMS:
+            close_loop()
+            loaded, computed_here = set(), set()
+            source = args[0]
+            row = (f"b{buffer_of[source]}" if slot_kind[source] == "full"
+                   else f"in{source}")
+            stride = "1" if slot_kind[source] == "full" else f"step{source}"
+            total = f"(0.0f + ember_pairwise({row}, inner, {stride}))"
+            if member.op == "mean":
+                total = f"({total} / (float){count}LL)"
+            body.append(f"    const float v{slot} = {total};")
+        elif kind == "scalar":
+            expression = (f"v{args[0]}" if member.op in _IDENTITY
+                          else renderer.expression(member, args))
+            body.append(f"    const {cexpr.scalar_type(member.dtype)} v{slot} = {expression};")
+        else:
+            for a in args:
+                if a not in computed_here:
+                    load(a, loop_lines, loaded)
+            expression = (f"v{args[0]}" if member.op in _IDENTITY
+                          else renderer.expression(member, args))
+            loop_lines.append(f"const {cexpr.scalar_type(member.dtype)} v{slot} = {expression};")
+            computed_here.add(slot)
+            if slot in buffer_of:
+                loop_lines.append(f"b{buffer_of[slot]}[e] = v{slot};")
+        if slot in store_at:
+            target = f"out{slot}[e]" if kind == "full" else f"out{slot}[0]"
+            (loop_lines if kind == "full" else body).append(f"{target} = v{slot};")
+    close_loop()
+    lines += csource.scalar_declarations(renderer.scalars)
+    lines.append("  for (long long row = begin; row < end; ++row) {")
+    lines += [f"    long long offset{k} = 0;" for k in read]
+    if outer_rank:
+        lines.append("    long long rest = row, c;")
+        for d in range(outer_rank - 1, -1, -1):
+            lines.append(f"    c = rest % size[{d}]; rest /= size[{d}];")
+            lines += [f"    offset{k} += c * stride[{p * (outer_rank + 1) + d}];"
+                      for p, k in enumerate(read)]
+    for p, k in enumerate(read):
+        storage = csource.STORAGE[slot_dtypes[k]]
+        lines.append(f"    const {storage}* in{k} = (const {storage}*)data[{p}] + offset{k};")
+        if inputs[k] == "scalar":
+            lines.append(f"    const {storage} v{k} = in{k}[0];")
+        elif inputs[k] == "strided" or any(
+                members[j].op in SUMS and args[0] == k for j, args in steps):
+            lines.append(f"    const long long step{k} = stride[{p * (outer_rank + 1)}"
+                         f" + {outer_rank}];")
+    for q, j in enumerate(stores):
+        slot = n_inputs + j
+        storage = csource.STORAGE[members[j].dtype]
+        width = "row * inner" if member_kinds[j] == "full" else "row"
+        lines.append(f"    {storage}* out{slot} = ({storage}*)data[{len(read) + q}] + {width};")
+    lines += [f"    float* b{b} = scratch + {b} * inner;" for b in range(len(buffer_of))]
+    lines += body
+    lines += ["  }", "}", ""]
+    return RowSource(name, "\n".join(lines), len(buffer_of))
