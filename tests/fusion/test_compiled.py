@@ -404,3 +404,23 @@ def test_row_groups_whose_bits_c_cannot_promise_keep_numpy(compile_small, case):
             lambda t: t.permute(1, 0).sum(dim=-1, keepdim=True) * t.permute(1, 0) * 2.0, x)
     assert not [r for r in compile_small if isinstance(r, tuple)]
     np.testing.assert_array_equal(fused_run, plain)
+
+
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 127, 128, 129, 300, 4096, 100_003])
+def test_compiled_sums_are_numpys_pairwise_sums_bit_for_bit(compile_small, length):
+    """Rows of every length class of NumPy's pairwise summation (under 8, blocks up to
+    128, halves above), with ±0, ±inf and NaN in some rows, summed and averaged in one
+    compiled row kernel: the bits of np.sum and np.mean over the same rows."""
+    rows = max(3, 4096 // length)
+    rng = np.random.default_rng(length)
+    x = rng.standard_normal((rows, length)).astype(np.float32) * np.float32(1e3)
+    x[0] = -0.0
+    x[1, 0] = np.inf if length > 1 else -0.0
+    x[2, -1] = np.nan
+    fused_run, plain = _both_ways(
+        lambda t: (t * 1.0).sum(dim=-1, keepdim=True) + (t * 2.0).mean(dim=-1, keepdim=True), x)
+    assert ("rows", x.size) in compile_small
+    assert_same_bits({"sum": fused_run}, {"sum": plain})
+    half, twice = x * np.float32(1.0), x * np.float32(2.0)
+    expected = half.sum(-1, keepdims=True) + twice.mean(-1, keepdims=True, dtype=np.float32)
+    assert_same_bits({"sum": fused_run}, {"sum": expected})
