@@ -126,6 +126,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
                 return None
             if slot_kind[source] != "full" and slot_kind[source] != "input":
                 return None
+            if source >= n_inputs and members[source - n_inputs].op in _IDENTITY:
+                return None  # a view (a broadcast row): NumPy walks it its own way
         for a in args:
             if slot_kind.get(a) == "full" and (reduction or loop_of[a] != loop):
                 buffered.add(a)
