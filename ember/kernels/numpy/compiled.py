@@ -309,8 +309,8 @@ def run_rows(group: Any, program: Any, inputs: list, full: list) -> bool:
     """Evaluate row ``group`` whole as compiled C (``crows``) into ``full``, its rows
     split between the cores; False (nothing written) where it does not compile."""
     shape, r = group.shape, group.rows
-    if math.prod(shape) < MIN_ELEMENTS or not _enabled():
-        return False
+    if math.prod(shape) < max(MIN_ELEMENTS, 1) or not _enabled():
+        return False  # (nothing to compute, or too little to pay for a compile)
     members, prologue, n_inputs = group.members, group.prologue, len(group.inputs)
     slot_dtypes = [a.dtype.name for a in inputs] + [m.dtype for m in members[prologue:]]
     dtype_of = dict(zip(group.inputs, slot_dtypes))
