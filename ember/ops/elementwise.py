@@ -395,8 +395,10 @@ def _sqrt_backward(ctx: Any, grad: Tensor) -> tuple:
 
 @differentiable("rsqrt", inputs=False, output=True)
 def _rsqrt_backward(ctx: Any, grad: Tensor) -> tuple:
-    # d(x^-1/2) = -1/2 x^-3/2 = -1/2 rsqrt(x)^3
-    return (grad * -0.5 * ctx.output ** 3,)
+    # d(x^-1/2) = -1/2 x^-3/2 = -1/2 rsqrt(x)^3, the cube as two products (as PyTorch's
+    # pow by 3 computes it), which fused CPU code compiles; pow would stay a NumPy call.
+    y = ctx.output
+    return (grad * -0.5 * (y * y * y),)
 
 
 @differentiable("sin")
