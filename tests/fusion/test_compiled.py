@@ -424,3 +424,15 @@ def test_compiled_sums_are_numpys_pairwise_sums_bit_for_bit(compile_small, lengt
     half, twice = x * np.float32(1.0), x * np.float32(2.0)
     expected = half.sum(-1, keepdims=True) + twice.mean(-1, keepdims=True, dtype=np.float32)
     assert_same_bits({"sum": fused_run}, {"sum": expected})
+
+
+def test_the_disk_cache_of_libraries_stays_bounded(tmp_path, monkeypatch):
+    folder = tmp_path / "cpu"
+    folder.mkdir()
+    for k in range(12):
+        path = folder / f"old_{k:02}.so"
+        path.write_bytes(b"")
+        os.utime(path, (k, k))
+    monkeypatch.setattr(compiled, "_MAX_CACHED", 10)
+    compiled._trim(str(folder))
+    assert sorted(p.name for p in folder.iterdir()) == [f"old_{k:02}.so" for k in range(7, 12)]

@@ -38,6 +38,8 @@ from ember.kernels.numpy import crows, csource
 # A group of fewer elements keeps the NumPy executor: a first run pays a compile
 # (~0.1-0.3 s), worth it for the large tensors a training loop repeats.
 MIN_ELEMENTS = 1 << 16
+# Compiled libraries kept on disk at most (~17 KB each).
+_MAX_CACHED = 2048
 # Layouts (shapes and strides) a piece remembers; past this it forgets them all (the
 # compiled functions stay cached by source).
 _MAX_LAYOUTS = 256
@@ -118,6 +120,21 @@ class _Compiler:
                 raise subprocess.SubprocessError(result.stderr.strip()[-2000:])
             os.replace(built, path)
         self.compiled += 1
+        _trim(os.path.dirname(path))
+
+
+def _trim(folder: str) -> None:
+    """Keep the folder of compiled libraries bounded: past ``_MAX_CACHED`` files, the
+    least recently written half goes (random test graphs alone make thousands)."""
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.endswith(".so")]
+        if len(entries) <= _MAX_CACHED:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime)
+        for entry in entries[:len(entries) - _MAX_CACHED // 2]:
+            os.unlink(entry.path)
+    except OSError:
+        pass  # another process trimmed it first
 
 
 def _cpu_flags() -> str:
