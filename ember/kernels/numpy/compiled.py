@@ -219,22 +219,17 @@ class Piece:
         function, sizes, strides = layout
         if function is None:
             return False
-        scalars = cexpr.scalar_arguments(members, self._steps)
-        values = (ctypes.c_float * max(len(scalars), 1))(
-            *[float(cexpr.scalar_value(dtype, v)) for dtype, v in scalars])
-        data = (ctypes.c_void_p * (len(reads) + len(stores)))(
-            *[a.ctypes.data for a in reads], *[a.ctypes.data for a in stores])
         total = math.prod(shape)
         parts = min(cores(), max(1, total // _PER_THREAD)) if split else 1
-        _call(function, total, parts, sizes, strides, data, values)
+        _call(function, total, parts, sizes, strides, _pointers([*reads, *stores]),
+              _scalar_values(members, self._steps))
         return True
 
     def _compile(self, members: tuple, shape: tuple[int, ...], reads: list[np.ndarray],
                  stores: list[np.ndarray]) -> tuple:
         strides = [cexpr.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
                    for a in reads]
-        contiguous = tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]) if shape else ()
-        sizes, walked = cexpr.coalesce(shape, [*strides, contiguous])
+        sizes, walked = cexpr.coalesce(shape, [*strides, _contiguous_strides(shape)])
         rank = max(len(sizes), 1)
         walked = [w or (0,) for w in walked[:len(reads)]]
         inner = [{1: "contiguous", 0: "broadcast"}.get(w[-1], "strided") for w in walked]
@@ -254,10 +249,7 @@ def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
     if math.prod(group.shape) < MIN_ELEMENTS or not _enabled():
         return None
     members, prologue = group.members, group.prologue
-    # Members' dtypes are in the structure; the inputs' as NumPy dtypes (naming them
-    # costs more than the rest of the key).
-    key = (tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), program.steps,
-           prologue, tuple(f is None for f in full), tuple(a.dtype for a in inputs))
+    key = _structure(group, program, inputs, full)
     found = _plans.get(key, False)
     if found is False:
         dtypes = [a.dtype.name for a in inputs] + [m.dtype for m in members[prologue:]]
@@ -267,8 +259,10 @@ def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
     return found
 
 
-# Plans by group structure (scalar values left out: they are read at each run).
+# Plans by group structure, and row groups' compiled layouts by structure and the inputs'
+# shapes and strides (None: the group does not compile).
 _plans: dict[tuple, list | None] = {}
+_row_layouts: dict[tuple, tuple | None] = {}
 _MAX_PLANS = 4096
 
 
@@ -325,16 +319,42 @@ def run_whole(items: list, group: Any, inputs: list, full: list) -> bool:
 def run_rows(group: Any, program: Any, inputs: list, full: list) -> bool:
     """Evaluate row ``group`` whole as compiled C (``crows``) into ``full``, its rows
     split between the cores; False (nothing written) where it does not compile."""
-    shape, r = group.shape, group.rows
-    if math.prod(shape) < max(MIN_ELEMENTS, 1) or not _enabled():
+    if math.prod(group.shape) < max(MIN_ELEMENTS, 1) or not _enabled():
         return False  # (nothing to compute, or too little to pay for a compile)
+    key = (_structure(group, program, inputs, full),
+           tuple((a.shape, a.strides) for a in inputs))
+    layout = _row_layouts.get(key, False)
+    if layout is False:
+        layout = _row_layout(group, program, inputs, full)
+        if len(_row_layouts) < _MAX_PLANS:
+            _row_layouts[key] = layout
+    if layout is None:
+        return False
+    function, size, stride, read, stores, buffers = layout
+    steps = program.steps[group.prologue:]
+    data = _pointers([*[inputs[k] for k in read], *[full[j] for j in stores]])
+    values = _scalar_values(group.members, steps)
+    rows, count = math.prod(group.shape[:group.rows]), math.prod(group.shape[group.rows:])
+    parts = min(cores(), max(1, rows * count // _PER_THREAD), rows)
+    scratch = np.empty((parts, max(buffers, 1) * count), np.float32)
+    bounds = _bounds(rows, parts)
+    in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], size, stride, data, values,
+                                      scratch[p].ctypes.data)
+                 for p in range(parts)])
+    return True
+
+
+def _row_layout(group: Any, program: Any, inputs: list, full: list) -> tuple | None:
+    """(function, size, stride, read input slots, stored members, row buffers) of row
+    ``group`` over inputs laid out as these, or None where it does not compile."""
+    shape, r = group.shape, group.rows
     members, prologue, n_inputs = group.members, group.prologue, len(group.inputs)
     slot_dtypes = [a.dtype.name for a in inputs] + [m.dtype for m in members[prologue:]]
     dtype_of = dict(zip(group.inputs, slot_dtypes))
     dtype_of.update((m.out, m.dtype) for m in members)
     member_kinds = crows.kinds(members, prologue, shape, dtype_of.get)
     if member_kinds is None:
-        return False
+        return None
     steps = program.steps[prologue:]
     read = sorted({a for _, args in steps for a in args if a < len(inputs)})
     rows_shape, row_shape = shape[:r], shape[r:]
@@ -344,45 +364,60 @@ def run_rows(group: Any, program: Any, inputs: list, full: list) -> bool:
         strides = cexpr.broadcast_strides(shape, a.shape, a.strides, a.itemsize)
         sizes, (along,) = cexpr.coalesce(row_shape, [strides[r:]]) if row_shape else ((), [()])
         if len(sizes) > 1:
-            return False  # a row this input walks in several strides
+            return None  # a row this input walks in several strides
         step = along[0] if along else 0
         walks[k] = "scalar" if step == 0 else "contiguous" if step == 1 else "strided"
         outer.append((strides[:r], step))
-    contiguous_rows = tuple(int(x) for x in np.cumprod((1, *rows_shape[:0:-1]))[::-1]) \
-        if rows_shape else ()
-    sizes, walked = cexpr.coalesce(rows_shape, [o for o, _ in outer] + [contiguous_rows]) \
+    sizes, walked = cexpr.coalesce(
+        rows_shape, [o for o, _ in outer] + [_contiguous_strides(rows_shape)]) \
         if rows_shape else ((), [() for _ in range(len(outer) + 1)])
     stores = [j for j in range(prologue, len(members)) if full[j] is not None]
     count = math.prod(row_shape)
     source = crows.render(members, steps, slot_dtypes, member_kinds, n_inputs, walks,
                           stores, count, len(sizes))
-    if source is None:
-        return False
-    function = compiler().function(source, _ROW_FUNCTION)
+    function = compiler().function(source, _ROW_FUNCTION) if source is not None else None
     if function is None:
-        return False
-    size = (ctypes.c_longlong * (len(sizes) + 1))(*sizes, count)
+        return None
     flat = [x for w, (_, step) in zip(walked, outer) for x in (*w, step)]
-    stride = (ctypes.c_longlong * max(len(flat), 1))(*flat)
-    data = (ctypes.c_void_p * (len(read) + len(stores)))(
-        *[inputs[k].ctypes.data for k in read], *[full[j].ctypes.data for j in stores])
-    scalars = cexpr.scalar_arguments(members, steps)
-    values = (ctypes.c_float * max(len(scalars), 1))(
-        *[float(cexpr.scalar_value(dtype, v)) for dtype, v in scalars])
-    rows = math.prod(rows_shape)
-    parts = min(cores(), max(1, rows * count // _PER_THREAD), rows)
-    scratch = np.empty((parts, max(source.buffers, 1) * count), np.float32)
-    bounds = [rows * p // parts for p in range(parts + 1)]
-    in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], size, stride, data, values,
-                                      scratch[p].ctypes.data)
-                 for p in range(parts)])
-    return True
+    return (function, (ctypes.c_longlong * (len(sizes) + 1))(*sizes, count),
+            (ctypes.c_longlong * max(len(flat), 1))(*flat), read, stores, source.buffers)
 
 
 def _call(function: Any, total: int, parts: int, *args: Any) -> None:
     """``function`` over [0, total), split into ``parts`` ranges run on as many threads."""
-    bounds = [total * p // parts for p in range(parts + 1)]
+    bounds = _bounds(total, parts)
     in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], *args) for p in range(parts)])
+
+
+def _bounds(total: int, parts: int) -> list[int]:
+    """Where ``parts`` near-equal ranges of [0, total) begin, then ``total``."""
+    return [total * p // parts for p in range(parts + 1)]
+
+
+def _structure(group: Any, program: Any, inputs: list, full: list) -> tuple:
+    """What a group's compiled code depends on besides the inputs' layouts: its members
+    (scalar values left out: they are read at each run), wiring, which members it
+    stores, and the inputs' dtypes (as NumPy dtypes: naming them costs more than the
+    rest of the key)."""
+    return (tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in group.members),
+            program.steps, group.prologue, tuple(f is None for f in full),
+            tuple(a.dtype for a in inputs))
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    return tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]) if shape else ()
+
+
+def _scalar_values(members: tuple, steps: tuple) -> Any:
+    """The scalar arguments of ``steps``' members now, as the C functions take them."""
+    scalars = cexpr.scalar_arguments(members, steps)
+    return (ctypes.c_float * max(len(scalars), 1))(
+        *[float(cexpr.scalar_value(dtype, v)) for dtype, v in scalars])
+
+
+def _pointers(arrays: list[np.ndarray]) -> Any:
+    return (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
 
 
 def cores() -> int:
