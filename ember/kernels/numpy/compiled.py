@@ -366,7 +366,7 @@ def _row_layout(group: Any, program: Any, inputs: list, full: list) -> tuple | N
         if len(sizes) > 1:
             return None  # a row this input walks in several strides
         step = along[0] if along else 0
-        walks[k] = "scalar" if step == 0 else "contiguous" if step == 1 else "strided"
+        walks[k] = "broadcast" if step == 0 else "contiguous" if step == 1 else "strided"
         outer.append((strides[:r], step))
     sizes, walked = cexpr.coalesce(
         rows_shape, [o for o, _ in outer] + [_contiguous_strides(rows_shape)]) \

@@ -93,7 +93,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     not a layout whose summation order is NumPy's.
 
     ``inputs``: how each read input slot walks a row ("contiguous", "strided" or
-    "scalar": one value per row); ``count``: the elements of a row (a mean divides by
+    "broadcast": one value per row); ``count``: the elements of a row (a mean divides by
     it). Signature::
 
         void name(long long begin, long long end, const long long* size,
@@ -106,7 +106,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     ``buffers`` rows of floats for this call.
     """
     renderer = csource.Renderer(members, slot_dtypes)
-    slot_kind = {k: ("scalar" if how == "scalar" else "input") for k, how in inputs.items()}
+    slot_kind = {k: ("scalar" if how == "broadcast" else "input") for k, how in inputs.items()}
     slot_kind.update((n_inputs + j, kind) for j, kind in member_kinds.items())
     loop_of: dict[int, int] = {}  # a full member's slot → the loop computing it
     loop = 0
@@ -201,22 +201,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     close_loop()
     lines += csource.scalar_declarations(renderer.scalars)
     lines.append("  for (long long row = begin; row < end; ++row) {")
-    lines += [f"    long long offset{k} = 0;" for k in read]
-    if outer_rank:
-        lines.append("    long long rest = row, c;")
-        for d in range(outer_rank - 1, -1, -1):
-            lines.append(f"    c = rest % size[{d}]; rest /= size[{d}];")
-            lines += [f"    offset{k} += c * stride[{p * (outer_rank + 1) + d}];"
-                      for p, k in enumerate(read)]
-    for p, k in enumerate(read):
-        storage = csource.STORAGE[slot_dtypes[k]]
-        lines.append(f"    const {storage}* in{k} = (const {storage}*)data[{p}] + offset{k};")
-        if inputs[k] == "scalar":
-            lines.append(f"    const {storage} v{k} = in{k}[0];")
-        elif inputs[k] == "strided" or any(
-                members[j].op in SUMS and args[0] == k for j, args in steps):
-            lines.append(f"    const long long step{k} = stride[{p * (outer_rank + 1)}"
-                         f" + {outer_rank}];")
+    summed = [args[0] for j, args in steps if members[j].op in SUMS]
+    lines += csource.row_inputs(read, slot_dtypes, inputs, outer_rank, summed)
     for q, j in enumerate(stores):
         slot = n_inputs + j
         storage = csource.STORAGE[members[j].dtype]

@@ -120,6 +120,31 @@ def compilable(member: Any, dtype_of: Any) -> bool:
     return dtype == "float32"
 
 
+def row_inputs(slots: Sequence[int], slot_dtypes: Sequence[str], walks: Any, outer: int,
+               stepped: Sequence[int] = ()) -> list[str]:
+    """Statements giving input slot ``slots[p]`` its pointer ``in<k>`` at the row ``row``
+    (``data[p]``, offset over the ``outer`` row dims ``size[0 .. outer-1]`` by
+    ``stride[p * (outer + 1) + d]``), its value ``v<k>`` where it is the same along the
+    row (``walks[k]`` "broadcast"), and its stride along the row ``step<k>`` (the slot's
+    last stride) where it is "strided" or in ``stepped``."""
+    per_slot = outer + 1
+    lines = [f"    long long offset{k} = 0;" for k in slots]
+    if outer:
+        lines.append("    long long rest = row, c;")
+        for d in range(outer - 1, -1, -1):
+            lines.append(f"    c = rest % size[{d}]; rest /= size[{d}];")
+            lines += [f"    offset{k} += c * stride[{p * per_slot + d}];"
+                      for p, k in enumerate(slots)]
+    for p, k in enumerate(slots):
+        storage = STORAGE[slot_dtypes[k]]
+        lines.append(f"    const {storage}* in{k} = (const {storage}*)data[{p}] + offset{k};")
+        if walks[k] == "broadcast":
+            lines.append(f"    const {storage} v{k} = in{k}[0];")
+        elif walks[k] == "strided" or k in stepped:
+            lines.append(f"    const long long step{k} = stride[{p * per_slot + outer}];")
+    return lines
+
+
 def scalar_declarations(scalars: Sequence[tuple[str, Any]]) -> list[str]:
     """The registers ``s0, s1 ...`` of a function's scalar arguments (passed as floats)."""
     lines = []
@@ -172,19 +197,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
               "  while (i < end) {",
               "    const long long row = i / inner, first = i - row * inner;",
               "    const long long stop = end - i < inner - first ? first + (end - i) : inner;"]
-    lines += [f"    long long offset{k} = 0;" for k in slots]
-    if rank > 1:
-        lines.append("    long long rest = row, c;")
-        for d in range(last - 1, -1, -1):
-            lines.append(f"    c = rest % size[{d}]; rest /= size[{d}];")
-            lines += [f"    offset{k} += c * stride[{k * rank + d}];" for k in slots]
-    for k in slots:
-        storage = STORAGE[slot_dtypes[k]]
-        lines.append(f"    const {storage}* in{k} = (const {storage}*)data[{k}] + offset{k};")
-        if inner[k] == "broadcast":
-            lines.append(f"    const {storage} v{k} = in{k}[0];")
-        elif inner[k] == "strided":
-            lines.append(f"    const long long step{k} = stride[{k * rank + last}];")
+    lines += row_inputs(slots, slot_dtypes, inner, last)
     for q, j in enumerate(stores):
         storage = STORAGE[members[j].dtype]
         lines.append(f"    {storage}* out{j} = ({storage}*)data[{n_slots + q}]"
