@@ -10,7 +10,9 @@ Liveness: a dying ``Tensor`` handle posts ``Drop``; the buffer leaves the
 environment and goes back to the backend's pool once no view holds it.
 Failure: an exception inside an op marks its outputs failed; anything
 computed from them fails with the same error; every read of them raises
-``KernelError``; the worker carries on with everything else.
+``KernelError``; the worker carries on with everything else. A check a GPU
+backend leaves on the device fails its values when a read resolves it
+(``deferred.py``).
 Back-pressure: at most ``max_ops`` ops and ``max_bytes`` output bytes may be
 in flight; past that, submitting waits for the worker to catch up.
 """
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ember.actors import trace as _trace
+from ember.actors.deferred import Taints
 from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Receive, Send,
                              StepBegin, StepEnd, Upload)
 from ember.actors.step_graphs import StepGraphs
@@ -136,6 +139,8 @@ class DeviceActor:
         # Worker-owned state.
         self._env: dict[int, Any] = {}
         self._failed: dict[int, KernelError] = {}
+        deferred = getattr(backend, "deferred", None)
+        self._taints = Taints(deferred) if deferred is not None else None
         self._executed = 0
         self._kernels = 0
         self._batches = 0
@@ -427,9 +432,16 @@ class DeviceActor:
         self._bytes_held += owned(value) - owned(self._env[tensor_id])
         self._env[tensor_id] = value
 
+    @property
+    def taints(self) -> Taints | None:
+        """The checks left on the device and what they taint (None: the backend leaves none)."""
+        return self._taints
+
     def forget(self, tensor_id: int) -> None:
         """Drop what a refused capture stored under ``tensor_id``."""
         self._failed.pop(tensor_id, None)
+        if self._taints is not None:
+            self._taints.of.pop(tensor_id, None)
         value = self._env.pop(tensor_id, None)
         if value is not None:
             self._bytes_held -= self.backend.owned_nbytes(value)
@@ -494,9 +506,14 @@ class DeviceActor:
             value = self.backend.run(msg, [env[i] for i in msg.inputs])
         except Exception as exc:
             self._failed[msg.out] = _kernel_error(msg.op, msg.site, exc)
+            if self._taints is not None and self._taints.created:
+                self._taint((), (), msg.op, msg.site)  # checks it made before it failed
             return
         self._kernels += 1
         self._store(msg.out, value)
+        taints = self._taints
+        if taints is not None and (taints.of or taints.created):
+            self._taint(msg.inputs, (msg.out,), msg.op, msg.site)
 
     def _stored_dtype(self, tensor_id: int) -> str | None:
         value = self._env.get(tensor_id)
@@ -528,6 +545,9 @@ class DeviceActor:
         self._bytes_held -= sum(map(self.backend.owned_nbytes, dead))
         for tensor_id, value in values:
             self._store(tensor_id, value)
+        taints = self._taints
+        if taints is not None and taints.of:
+            self._taint(group.inputs, [tensor_id for tensor_id, _ in values], "fused", None)
         while dead:
             value = dead.pop()  # a local, as release expects of its caller
             self.backend.release(value)
@@ -547,6 +567,8 @@ class DeviceActor:
                 values = self.backend.run(msg, [env[i] for i in msg.inputs])
             except Exception as exc:
                 err = _kernel_error(msg.op, msg.site, exc)
+                if self._taints is not None and self._taints.created:
+                    self._taint((), (), msg.op, msg.site)
         if err is not None:
             for out in msg.outs:
                 self._failed[out] = err
@@ -554,6 +576,42 @@ class DeviceActor:
         self._kernels += 1
         for out, value in zip(msg.outs, values, strict=True):
             self._store(out, value)
+        taints = self._taints
+        if taints is not None and (taints.of or taints.created):
+            self._taint(msg.inputs, msg.outs, msg.op, msg.site)
+
+    def _taint(self, inputs: Any, outs: Any, op: str, site: Any) -> None:
+        taints = self._taints
+        taints.mark(inputs, outs, op, site)
+        if taints.too_many():
+            self._resolve_checks()
+
+    def _resolve_if_tainted(self, tensor_id: int) -> None:
+        if self._taints is not None and tensor_id in self._taints.of:
+            self._resolve_checks()
+
+    def _resolve_checks(self) -> None:
+        """Resolve the deferred checks; fail every value a failed one spoiled."""
+        try:
+            failed = self._taints.resolve()
+        except Exception as exc:  # the read itself failed: nothing tainted can be trusted
+            error = _kernel_error("check", ("<runtime>", 0), exc)
+            errors = dict.fromkeys(self._taints.of, error)
+            self._taints.of.clear()
+            self._taints.pending.clear()
+        else:
+            made: dict[int, KernelError] = {}  # one error per failed check
+            errors = {}
+            for tensor_id, (op, site, cause) in failed.items():
+                error = made.get(id(cause))
+                if error is None:
+                    error = made[id(cause)] = _kernel_error(op, site, cause)
+                errors[tensor_id] = error
+        for tensor_id, error in errors.items():
+            value = self._env.pop(tensor_id, None)
+            if value is not None:
+                self._bytes_held -= self.backend.release(value)
+            self._failed[tensor_id] = error
 
     def _on_upload(self, msg: Upload) -> None:
         self._executed += 1
@@ -563,6 +621,8 @@ class DeviceActor:
             self._failed[msg.out] = _kernel_error("upload", msg.site, exc)
 
     def _on_drop(self, msg: Drop) -> None:
+        if self._taints is not None:
+            self._taints.of.pop(msg.id, None)
         value = self._env.pop(msg.id, None)
         if value is None:
             self._failed.pop(msg.id, None)
@@ -571,6 +631,7 @@ class DeviceActor:
 
     def _on_fetch(self, msg: Fetch) -> None:
         waiter = self._waiters.pop(msg.ticket)
+        self._resolve_if_tainted(msg.id)
         err = self._failed.get(msg.id)
         if err is not None:
             waiter.resolve(error=_fresh(err))
@@ -584,6 +645,7 @@ class DeviceActor:
 
     def _on_check(self, msg: Check) -> None:
         waiter = self._waiters.pop(msg.ticket)
+        self._resolve_if_tainted(msg.id)
         err = self._failed.get(msg.id)
         waiter.resolve(error=_fresh(err) if err is not None else None)
 
@@ -594,6 +656,8 @@ class DeviceActor:
         try:
             if synchronize is not None:
                 synchronize()
+            if self._taints is not None and self._taints.pending:
+                self._resolve_checks()
         except Exception as exc:
             waiter.resolve(error=_kernel_error("sync", ("<runtime>", 0), exc))
             return
@@ -601,6 +665,7 @@ class DeviceActor:
 
     def _on_send(self, msg: Send) -> None:
         waiter = self._waiters.pop(msg.ticket)
+        self._resolve_if_tainted(msg.id)
         err = self._failed.get(msg.id)
         if err is not None:
             waiter.resolve(error=err)

@@ -24,6 +24,10 @@ buffers and replay it. A step runs as it is, uncaptured, when:
 A graph writes its outputs into the same buffers at every replay, so before a replay
 an output of the last one that a tensor still holds is copied out to a buffer of its
 own: tensors stay immutable values.
+
+Index checks the step left on the device (``deferred.py``) are captured with it: their
+kernels record into slots the graph keeps, and each replay makes them pending again,
+tainting the outputs they tainted at capture (and all outputs with the inputs' taints).
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ class _Graph:
     """A captured step: the backend's graph, its input buffers, its outputs by the
     order the step produced them, and the ids that hold those outputs now."""
 
-    __slots__ = ("graph", "statics", "outputs", "holders", "memory")
+    __slots__ = ("graph", "statics", "outputs", "holders", "memory", "checks", "taints")
 
     def __init__(self, graph: Any, statics: list, outputs: dict[int, Any], memory: Any) -> None:
         self.graph = graph
@@ -98,9 +102,24 @@ class _Graph:
         self.outputs = outputs
         self.holders: dict[int, int] = {}
         self.memory = memory  # the graph's own memory, alive as long as the graph
+        self.checks: list = []  # (check, (op, site)) of the deferred checks captured
+        self.taints: dict[int, frozenset] = {}  # output order -> captured checks tainting it
 
 
 _SEEN, _REFUSED = "seen", "refused"
+_NONE: frozenset = frozenset()
+
+
+def _keep_checks(entry: _Graph, taints: Any, captured: list, produced: list[int]) -> None:
+    """The checks a capture made are the graph's: their slots stay, and which outputs
+    each taints is remembered for the replays."""
+    taints.deferred.keep(captured)
+    entry.checks = [(check, taints.pending[check]) for check in captured]
+    mine = frozenset(captured)
+    for k, tensor_id in enumerate(produced):
+        taint = taints.of.get(tensor_id, _NONE) & mine
+        if taint:
+            entry.taints[k] = taint
 
 
 class StepGraphs:
@@ -134,11 +153,14 @@ class StepGraphs:
         env = actor.env
         originals = {i: env[i] for i in inputs}
         capturer = self.capturer
+        taints = actor.taints
         with capturer.memory() as memory:
             statics = [capturer.copy(originals[i]) for i in inputs]
             for i, static in zip(inputs, statics):
                 actor.swap(i, static)
             graph = None
+            if taints is not None:
+                taints.captured = []
             try:
                 capturer.begin()
                 try:
@@ -147,6 +169,10 @@ class StepGraphs:
                     graph = capturer.end()
             except Exception:
                 graph = None
+            finally:
+                captured = taints.captured if taints is not None else None
+                if taints is not None:
+                    taints.captured = None
             if graph is not None and not any(i in actor.failed for i in produced):
                 capturer.launch(graph)
                 for i in inputs:  # the inputs' own buffers again, for whoever holds them
@@ -155,6 +181,8 @@ class StepGraphs:
                 outputs = {k: env[i] for k, i in enumerate(produced) if i in env}
                 entry = self._entries[key] = _Graph(graph, statics, outputs, memory)
                 entry.holders = {k: produced[k] for k in outputs}
+                if captured:
+                    _keep_checks(entry, taints, captured, produced)
                 self._graphs += 1
                 self.captures += 1
                 return
@@ -185,5 +213,9 @@ class StepGraphs:
         for k, array in entry.outputs.items():
             actor.store(produced[k], array)
             entry.holders[k] = produced[k]
+        taints = actor.taints
+        if taints is not None and (entry.checks or taints.of):
+            taints.replayed(entry.checks, inputs, {produced[k]: entry.taints.get(k, _NONE)
+                                                   for k in entry.outputs})
         actor.replayed(messages, produced)
         self.replays += 1

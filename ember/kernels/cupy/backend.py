@@ -21,6 +21,7 @@ from ember.kernels.cache import cache_dir
 from ember.kernels.cupy import codegen
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
+from ember.kernels.cupy.range_checks import RangeChecks
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
 from ember.kernels.numpy.table import NP, register_array_type
@@ -31,9 +32,13 @@ _KDL_CUDA = 2  # DLPack's device type of CUDA memory
 
 
 class CupyPool:
-    """Hands kernels new device arrays; the device's CuPy memory pool recycles the memory."""
+    """Hands kernels new device arrays (the device's CuPy memory pool recycles the memory)
+    and checks index ranges on the device (``defer_range_check``)."""
 
     xp = cupy
+
+    def __init__(self, checks: RangeChecks) -> None:
+        self.defer_range_check = checks.defer_range_check
 
     @staticmethod
     def empty(shape: tuple[int, ...], dtype: np.dtype) -> cupy.ndarray:
@@ -48,7 +53,9 @@ class CupyBackend:
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.pool = CupyPool()
+        # Index range checks the device actor resolves when it reads (actors/deferred.py).
+        self.deferred = RangeChecks()
+        self.pool = CupyPool(self.deferred)
         self.stream: cupy.cuda.Stream | None = None
         self.memory: cupy.cuda.MemoryPool | None = None
         # Held for the worker's life: the stream stays current on its thread.
@@ -76,6 +83,7 @@ class CupyBackend:
         # null stream; uploads and kernels then ran there, unordered with the reads (seen
         # on the H200: 487 op tests read garbage).
         self._context.enter_context(self.stream)
+        self.deferred.start()
 
     def synchronize(self) -> None:
         """Wait until the GPU has run everything launched so far (``em.sync``)."""

@@ -1,7 +1,9 @@
 """NumPy kernels of the indexing ops.
 
 Index values are checked here, on the worker: an out-of-range value raises
-``IndexError``, which the reader sees as ``KernelError``. ``t[key]`` with an
+``IndexError``, which the reader sees as ``KernelError`` (a GPU pool with
+``defer_range_check`` checks on the device instead, read back later: see
+``ember/actors/deferred.py``). ``t[key]`` with an
 int tensor wraps negative values (as PyTorch does); ``gather``,
 ``scatter_add`` and ``index_select`` accept only ``[0, size)``, as PyTorch.
 
@@ -10,6 +12,8 @@ int tensor wraps negative values (as PyTorch does); ``gather``,
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -39,12 +43,20 @@ def _numpy_key(entries: tuple) -> tuple:
     return tuple(key)
 
 
-def _check_range(op: str, index: np.ndarray, size: int, dim: int) -> None:
-    if index.size:
-        low, high = int(index.min()), int(index.max())
-        if low < 0 or high >= size:
-            bad = low if low < 0 else high
-            raise IndexError(f"{op}: index {bad} is out of range for dim {dim} of size {size}")
+def range_error(op: str, bad: int, dim: int, size: int) -> IndexError:
+    return IndexError(f"{op}: index {bad} is out of range for dim {dim} of size {size}")
+
+
+def check_range(pool: Any, op: str, index: Any, low: int, size: int, dim: int) -> None:
+    """Raise ``range_error`` unless every value of ``index`` is in ``[low, size)``, or have
+    the pool check it on the device (``defer_range_check``: the GPU's, which never waits)."""
+    defer = getattr(pool, "defer_range_check", None)
+    if defer is not None:
+        defer(op, index, low, size, dim)
+    elif index.size:
+        smallest, largest = int(index.min()), int(index.max())
+        if smallest < low or largest >= size:
+            raise range_error(op, smallest if smallest < low else largest, dim, size)
 
 
 @kernel("index")
@@ -94,7 +106,7 @@ def _gather(msg, pool, x, index):
     (dim,) = msg.attrs
     x = x.reshape(x.shape or (1,))
     index = index.reshape(index.shape or (1,))
-    _check_range("gather", index, x.shape[dim], dim)
+    check_range(pool, "gather", index, 0, x.shape[dim], dim)
     # PyTorch reads only x[:index.shape[0], :index.shape[1], ...] outside dim.
     part = x[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index.shape))]
     return namespace(x).take_along_axis(part, index, axis=dim).reshape(msg.shape)
@@ -110,7 +122,7 @@ def _scatter_add(msg, pool, x, index, src):
     out = x.astype(compute).reshape(x.shape or (1,))  # a copy: x is never written
     index = index.reshape(index.shape or (1,))
     src = src.reshape(src.shape or (1,))
-    _check_range("scatter_add", index, out.shape[dim], dim)
+    check_range(pool, "scatter_add", index, 0, out.shape[dim], dim)
     src = src.astype(compute, copy=False)
     ndim = index.ndim
     # The positions of index's own grid in every dim but dim, as broadcastable aranges.
@@ -125,7 +137,7 @@ def _index_select(msg, pool, x, index):
     (dim,) = msg.attrs
     x = x.reshape(x.shape or (1,))
     index = index.reshape(-1)
-    _check_range("index_select", index, x.shape[dim], dim)
+    check_range(pool, "index_select", index, 0, x.shape[dim], dim)
     return namespace(x).take(x, index, axis=dim).reshape(msg.shape)
 
 
