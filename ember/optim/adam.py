@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.ops.creation import zeros
+from ember.dtype import float32, float64
+from ember.ops.creation import full, zeros
 from ember.optim.optimizer import Optimizer, check_hyperparams
 from ember.tensor import Tensor
 
@@ -25,6 +26,11 @@ class Adam(Optimizer):
         weight_decay: L2 penalty added to the gradient. Default 0.
         amsgrad: use the maximum of past second moments. Default False.
         maximize: ascend instead. Default False.
+        capturable: keep ``t`` as a tensor on the parameter's device and compute the bias
+            corrections there (PyTorch's ``capturable``), so every step issues the same
+            kernels with the same scalars and an ``em.graphed`` training step replays as
+            a CUDA graph. The corrections are then rounded in the parameter's float
+            (float32 below float64) instead of computed in Python's float64. Default False.
 
     State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq``).
 
@@ -37,11 +43,11 @@ class Adam(Optimizer):
 
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, capturable: bool = False) -> None:
         name = type(self).__name__
         super().__init__(params, check_hyperparams(
             name, lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=bool(amsgrad),
-            maximize=bool(maximize)))
+            maximize=bool(maximize), capturable=bool(capturable)))
 
     def state_keys(self) -> tuple[str, ...]:
         keys = ("step", "exp_avg", "exp_avg_sq")
@@ -60,7 +66,8 @@ class Adam(Optimizer):
                      state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
         h = self.hyperparams
         lr, (beta1, beta2), eps, weight_decay = h["lr"], h["betas"], h["eps"], h["weight_decay"]
-        step = state["step"] + 1
+        step = _device_step(state["step"], param) if h["capturable"] else state["step"]
+        step = step + 1
         if h["maximize"]:
             grad = -grad
         if weight_decay != 0:
@@ -72,7 +79,8 @@ class Adam(Optimizer):
         m = m + (1.0 - beta1) * (grad - m)
         v = v * beta2 + (1.0 - beta2) * grad * grad
         new_state = {"step": step, "exp_avg": m, "exp_avg_sq": v}
-        # Python floats, as PyTorch computes them (its step is read back to the host).
+        # Python floats, as PyTorch computes them (its step is read back to the host), or
+        # 0-d tensors of a capturable step (from the step tensor, on the device).
         step_size = lr / (1.0 - beta1 ** step)
         bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
         if h["amsgrad"]:
@@ -93,5 +101,13 @@ class AdamW(Adam):
 
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
-                 maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+                 maximize: bool = False, capturable: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, capturable)
+
+
+def _device_step(step: int | Tensor, param: Tensor) -> Tensor:
+    """A capturable step count: a 0-d tensor on ``param``'s device (from a restored int)."""
+    if isinstance(step, Tensor):
+        return step
+    dtype = float64 if param.dtype == float64 else float32
+    return full((), float(step), dtype=dtype, device=param.device.inner)

@@ -333,3 +333,55 @@ def test_step_returns_while_the_device_is_busy(name, monkeypatch):
     finally:
         gate.set()
     assert np.isfinite(model.weight.value.numpy()).all()
+
+
+@pytest.mark.parametrize("cls", ["Adam", "AdamW"])
+@pytest.mark.parametrize("options", ADAM_CASES[::3], ids=ids(ADAM_CASES[::3]))
+def test_capturable_adam_matches_torch(cls, options):
+    """The step count and bias corrections live on the device (float64 here): the same
+    updates as PyTorch's Python-float corrections, to rounding."""
+    twin, opt, _ = run_both(
+        f"cap-{cls}{options}",
+        lambda ps: getattr(optim, cls)(ps, lr=0.01, eps=1e-6, capturable=True, **options),
+        lambda ps: getattr(torch.optim, cls)(ps, lr=0.01, eps=1e-6, foreach=False, **options))
+    step = opt.state[twin.params[0].id]["step"]
+    assert isinstance(step, em.Tensor) and step.shape == () and step.item() == STEPS
+
+
+def test_capturable_adam_round_trips_its_device_step(tmp_path):
+    def make(ps):
+        return optim.Adam(ps, lr=0.01, capturable=True)
+
+    twin, opt, topt = run_both("cap-sd", make, lambda ps: torch.optim.Adam(ps, lr=0.01),
+                               steps=5)
+    em.save(opt.state_dict(), str(tmp_path / "opt.ember"))
+    fresh = make(twin.params)
+    fresh.load_state_dict(em.load(str(tmp_path / "opt.ember")))
+    for step in range(5, 9):
+        fresh.step(twin.gradients(step))
+        topt.step()
+    twin.assert_equal("after the round trip")
+
+
+@pytest.mark.parametrize("capturable", [False, True])
+def test_only_a_capturable_adam_step_repeats_as_a_graph(capturable):
+    """em.graphed captures a step whose kernels and scalars repeat: Adam's Python-float
+    bias corrections change every step, a capturable Adam's live in a tensor."""
+    from ember.actors.step_graphs import StepGraphs
+    from tests.cuda.test_graphs import RecordingCapturer
+
+    device = em.cpu(960 + capturable)
+    device.actor.graphs = StepGraphs(RecordingCapturer())
+    model = nn.Linear(3, 2, device=device.autodiff())
+    opt = optim.Adam(model.parameters(), lr=0.01, capturable=capturable)
+    x = em.ones((4, 3), device=device.autodiff())
+
+    def train_step():
+        loss = (model(x) ** 2).mean()
+        opt.step(loss.backward())
+        return loss
+
+    step = em.graphed(train_step, device)
+    for _ in range(5):
+        step().item()
+    assert step.graph_stats()["captures"] == int(capturable)

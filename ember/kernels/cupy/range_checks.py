@@ -49,7 +49,7 @@ extern "C" __global__ void ember_index_range_{dtype}(
 class RangeCheck:
     """One deferred check: where it records, and what its error names."""
 
-    __slots__ = ("op", "slot", "low", "size", "dim", "kept")
+    __slots__ = ("dim", "kept", "low", "op", "size", "slot")
 
     def __init__(self, op: str, slot: int, low: int, size: int, dim: int) -> None:
         self.op, self.slot, self.low, self.size, self.dim = op, slot, low, size, dim
