@@ -16,11 +16,21 @@ from tests.cuda.groups import SITE, gelu_tanh_chain, plan
 F32 = {1: "float32", 2: "float32", 3: "float32"}
 
 
-def _render(calls, dtypes, kinds, vector=4, narrow=True):
+def _render(calls, dtypes, kinds, vector=4, narrow=True, unroll=1):
     group, program = plan(calls, dtypes)
     layout = codegen.Layout(kinds, 2 if "strided" in kinds else 0, narrow)
     return group, program, codegen.render(group, program, [dtypes[i] for i in group.inputs],
-                                          layout, vector, 256)
+                                          layout, vector, 256, unroll)
+
+
+def _mask_chain(dtype="float32"):
+    """m = x * 2 > 0.1 and where(m, x, 0.5): a bool and a float output from input 1."""
+    shape = (64, 128)
+    return [
+        Call("mul", 10, (1,), (dtype, 2.0, False), shape, dtype, SITE),
+        Call("gt", 11, (10,), (dtype, 0.1, False), shape, "bool", SITE),
+        Call("where", 12, (11, 1), (None, 0.5), shape, dtype, SITE),
+    ]
 
 
 def test_kernel_is_named_after_its_source_ops():
@@ -31,10 +41,34 @@ def test_kernel_is_named_after_its_source_ops():
 
 def test_vectorized_kernel_loads_and_stores_whole_vectors():
     _, _, source = _render(gelu_tanh_chain(), F32, ("full", "full", "full"))
-    assert "Vec<float, 4> a0 = reinterpret_cast<const Vec<float, 4>*>(in0)[j];" in source.code
-    assert "reinterpret_cast<Vec<float, 4>*>(out3)[j] = o3;" in source.code
+    assert "a0[t] = reinterpret_cast<const Vec<float, 4>*>(in0)[j];" in source.code
+    assert "*(reinterpret_cast<Vec<float, 4>*>(out3) + j) = o3;" in source.code
     _, _, scalar = _render(gelu_tanh_chain(), F32, ("full", "full", "full"), vector=1)
     assert "Vec<" not in scalar.code.split("extern")[1]
+
+
+def test_unrolled_kernel_loads_every_tile_before_computing_any():
+    _, _, source = _render(gelu_tanh_chain(), F32, ("full", "strided", "scalar"), unroll=4)
+    code = source.code.split("extern")[1]
+    loads = code.index("if (j < chunks) a0[t] = reinterpret_cast<const Vec<float, 4>*>(in0)[j];")
+    assert "Vec<float, 4> a0[4];" in code and "in1[" not in code[:loads]
+    assert loads < code.index("if (j >= chunks) break;") < code.index("float v0 = a0[t].v[e];")
+    assert "blockIdx.x * 1024 + threadIdx.x; base < chunks; base += step * 4)" in code
+    assert "long long j = base + t * 256;" in code
+    assert "*(reinterpret_cast<Vec<float, 4>*>(out3) + j) = o3;" in code
+    # The elements past the last whole vector: the scalar loop, as without unrolling.
+    assert "for (long long i = chunks * 4 + tid; i < n; i += step) {" in code
+    plain = _render(gelu_tanh_chain(), F32, ("full", "strided", "scalar"))[2].code
+    assert plain.split("for (long long i = chunks")[1] == code.split(
+        "for (long long i = chunks")[1]
+
+
+def test_unroll_needs_vector_loads_and_is_in_the_name_and_key():
+    with pytest.raises(ValueError, match="unroll 2 needs vector loads"):
+        _render(gelu_tanh_chain(), F32, ("full",) * 3, vector=1, unroll=2)
+    names = {_render(gelu_tanh_chain(), F32, ("full",) * 3, unroll=u)[2].name
+             for u in (1, 2, 4)}
+    assert len(names) == 3
 
 
 def test_broadcast_input_uses_index_math_and_scalar_input_loads_once():
@@ -72,9 +106,9 @@ def test_scalars_travel_as_arguments_in_render_order():
 
 
 def test_low_precision_members_round_to_their_dtype():
-    group, program, source = _render(gelu_tanh_chain(dtype="bfloat16"),
-                                     {1: "bfloat16", 2: "bfloat16", 3: "bfloat16"},
-                                     ("full", "full", "full"))
+    _, _, source = _render(gelu_tanh_chain(dtype="bfloat16"),
+                           {1: "bfloat16", 2: "bfloat16", 3: "bfloat16"},
+                           ("full", "full", "full"))
     assert "bf16_round((v0 * v1))" in source.code
     assert "o3.v[e] = bf16_store(v6);" in source.code
 
@@ -98,16 +132,40 @@ def test_coalesce_merges_dims_every_input_walks_as_one():
     assert cexpr.broadcast_strides((8, 16, 32), (16, 1), (4, 4), 4) == (0, 1, 0)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")
+def _ptx(tmp_path, source):
+    path = tmp_path / "kernel.cu"
+    path.write_text(source.code)
+    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
+                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    ptx = (tmp_path / "kernel.ptx").read_text()
+    assert f".entry {source.name}(" in ptx
+    return ptx
+
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None,
+                                reason="nvcc (the CUDA compiler) is not installed")
+
+
+@needs_nvcc
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("kinds", [("full", "full", "full"), ("full", "strided", "scalar")])
 def test_source_compiles_to_ptx_for_hopper(tmp_path, dtype, kinds):
     dtypes = {1: dtype, 2: dtype, 3: dtype}
-    _, _, source = _render(gelu_tanh_chain(dtype=dtype), dtypes, kinds)
-    path = tmp_path / "kernel.cu"
-    path.write_text(source.code)
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
-                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    ptx = (tmp_path / "kernel.ptx").read_text()
-    assert f".entry {source.name}(" in ptx
+    _ptx(tmp_path, _render(gelu_tanh_chain(dtype=dtype), dtypes, kinds)[2])
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("vector, unroll", [(4, 2), (4, 4), (4, 8), (8, 2)])
+def test_unrolled_sources_compile_with_every_load_a_vector(tmp_path, dtype, vector, unroll):
+    # Outputs of float32, float16 / bfloat16 and bool: vectors of 4 to 32 bytes.
+    _, _, source = _render(_mask_chain(dtype), {1: dtype}, ("full",), vector=vector,
+                           unroll=unroll)
+    ptx = _ptx(tmp_path, source)
+    wide = {"float32": 4, "float16": 2, "bfloat16": 2}[dtype] * vector
+    loads = [line for line in ptx.splitlines() if "ld.global.nc.v" in line]
+    # Every tile's vector, 16 bytes per instruction at most (the compiler may also
+    # duplicate the loop's body).
+    assert len(loads) >= unroll * max(1, wide // 16)
