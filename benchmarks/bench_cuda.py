@@ -3,11 +3,12 @@
 Workloads: burn's custom_gelu ([32, 512, 2048], ``x * 0.5 * (1 + erf(x / sqrt 2))``);
 softmax and layer_norm on [32, 512, 4096] (ember's composites of primitives); a
 matmul sweep (float32 strict, bfloat16); an MLP training step (784-4096-4096-10,
-batch 4096, Adam); a transformer encoder layer forward + backward (d_model 768, 12
-heads, feed-forward 3072, seq 256, batch 8, no dropout; also as an ``em.graphed`` step,
-replayed as a CUDA graph); launch overhead (a
-16-element op issued 2000 times; a step of 100 small matmuls, eager and replayed as a
-CUDA graph through ``em.graphed``); the Learner's data-parallel throughput on 1 and 2
+batch 4096, Adam; also as an ``em.graphed`` step with capturable Adam); a transformer
+encoder layer forward + backward (d_model 768, 12 heads, feed-forward 3072, seq 256,
+batch 8, no dropout; also as an ``em.graphed`` step, replayed as a CUDA graph, and as a
+pure one, whose replays skip the Python); launch overhead (a 16-element op issued 2000
+times; a step of 100 small matmuls, eager and replayed as a CUDA graph through
+``em.graphed``); the Learner's data-parallel throughput on 1 and 2
 GPUs (the MLP step's model and batch, gradients all-reduced over NCCL).
 
 ember's times are wall-clock over ``repeats`` issues and one ``em.sync`` (what a
@@ -237,14 +238,16 @@ def mlp_data() -> tuple[np.ndarray, np.ndarray]:
             rng.integers(0, 10, MLP_BATCH))
 
 
-def ember_mlp_step(x_np: np.ndarray, y_np: np.ndarray) -> Callable[[], Any]:
-    """One Adam step of the MLP on ``DEV`` (also what profile_cuda.py profiles)."""
+def ember_mlp_step(x_np: np.ndarray, y_np: np.ndarray,
+                   capturable: bool = False) -> Callable[[], Any]:
+    """One Adam step of the MLP on ``DEV`` (also what profile_cuda.py profiles);
+    ``capturable``: Adam's step count on the device, so ``em.graphed`` replays the step."""
     sizes = MLP_SIZES
     device = DEV.autodiff()
     model = em.nn.Sequential(em.nn.Linear(sizes[0], sizes[1], device=device), em.nn.ReLU(),
                              em.nn.Linear(sizes[1], sizes[2], device=device), em.nn.ReLU(),
                              em.nn.Linear(sizes[2], sizes[3], device=device))
-    opt = em.optim.Adam(model.parameters(), lr=1e-3)
+    opt = em.optim.Adam(model.parameters(), lr=1e-3, capturable=capturable)
     x_em = em.from_numpy(x_np, device=device)
     y_em = em.from_numpy(y_np, device=device)
 
@@ -273,8 +276,12 @@ def mlp_step() -> None:
         topt.step()
         return loss
 
+    graphed = em.graphed(ember_mlp_step(x_np, y_np, capturable=True), DEV)
     row("MLP step 784-4096-4096-10, batch 4096, Adam, f32", None,
-        {"ember": timed(em_step, em_sync, 10), "torch eager": timed(torch_step, torch_sync, 10)})
+        {"ember": timed(em_step, em_sync, 10),
+         "ember em.graphed (capturable Adam)": timed(graphed, em_sync, 10),
+         "torch eager": timed(torch_step, torch_sync, 10)})
+    print(f"# MLP em.graphed: {graphed.graph_stats()}", flush=True)
 
 
 ENCODER = {"d_model": 768, "heads": 12, "ff": 3072, "seq": 256, "batch": 8}
@@ -316,8 +323,12 @@ def encoder_layer() -> None:
         return [p.grad for p in tlayer.parameters()]
 
     graphed = em.graphed(em_step, DEV)
+    # The step reads fixed weights and input and returns gradients: pure, so its replays
+    # skip the Python (forward, autodiff, op submission) as well.
+    pure = em.graphed(ember_encoder_step(x_np), DEV, pure=True)
     row(f"encoder layer fwd+bwd d{d_model} h{heads} ff{ff} seq{seq} batch{batch} f32", None,
         {"ember": timed(em_step, em_sync, 10), "ember em.graphed": timed(graphed, em_sync, 10),
+         "ember em.graphed pure": timed(pure, em_sync, 10),
          "torch eager": timed(torch_step, torch_sync, 10)})
     print(f"# encoder em.graphed: {graphed.graph_stats()}", flush=True)
 

@@ -12,6 +12,7 @@ from ember.actors import trace as _trace
 from ember.actors.registry import live_actors
 from ember.actors.stats import Stats
 from ember.device import Device
+from ember.graphed_step import GraphedStep
 from ember.ops._core import resolve_device
 
 
@@ -65,32 +66,8 @@ def trace() -> Iterator[_trace.Trace]:
         _trace.stop(recording)
 
 
-class GraphedStep:
-    """``em.graphed(fn)``: calls of ``fn`` as steps a CUDA device captures and replays."""
-
-    def __init__(self, fn: Callable[..., Any], device: Device | str | None) -> None:
-        self.fn = fn
-        self._device = device
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        actor = resolve_device(self._device).actor
-        actor.step_begin()
-        try:
-            return self.fn(*args, **kwargs)
-        finally:
-            actor.step_end()
-
-    def graph_stats(self) -> dict[str, int]:
-        """Steps captured, replayed and refused (a capture that failed) on the device so
-        far; all 0 where the device captures no graphs."""
-        graphs = resolve_device(self._device).actor.graphs
-        if graphs is None:
-            return {"captures": 0, "replays": 0, "refusals": 0}
-        return {"captures": graphs.captures, "replays": graphs.replays,
-                "refusals": graphs.refusals}
-
-
-def graphed(fn: Callable[..., Any], device: Device | str | None = None) -> GraphedStep:
+def graphed(fn: Callable[..., Any], device: Device | str | None = None, *,
+            pure: bool = False) -> GraphedStep:
     """``fn`` (a training step, say) as a step whose kernels a CUDA device captures once
     as a CUDA graph and replays whenever a later call issues the same ops on the same
     shapes, dtypes and scalar values; elsewhere (CPU, WebGPU) calls just run ``fn``.
@@ -101,9 +78,19 @@ def graphed(fn: Callable[..., Any], device: Device | str | None = None) -> Graph
     into the graph's own buffers first); the host's per-op work on the device's worker
     is skipped. Results are the eager ones, bit for bit (the same kernels). What keeps
     a call from replaying: other shapes, dtypes or ops, a scalar that changes per call
-    (Adam's bias correction, a scheduled learning rate; seeded random ops), a read, sync
-    or upload inside ``fn`` (the step then runs at once, uncaptured), or a capture the
-    device refused (that kind of step then always runs as it is).
+    (Adam without ``capturable=True``, a scheduled learning rate; seeded random ops), a
+    read, sync or upload inside ``fn`` (the step then runs at once, uncaptured), or a
+    capture the device refused (that kind of step then always runs as it is).
+
+    ``pure=True`` promises that ``fn``'s results depend only on its arguments (tensors,
+    and hashable values that select a graph per value) and on tensors it reads that stay
+    the same objects from call to call (weights of a model it does not train), and that
+    ``fn`` has no other effect. Once its step is captured, calls replay the graph
+    without running ``fn`` at all: the caller's Python, op submission and autodiff, is
+    skipped too, as with ``torch.cuda.make_graphed_callables``. Results are new tensors
+    with no autodiff history. A tensor read besides the arguments that has since died
+    fails the replay's results (``KernelError``); one replaced by a new value is not
+    seen (the graph reads the old one while it lives): pass such tensors as arguments.
 
     Example:
         >>> def gradients():
@@ -111,5 +98,7 @@ def graphed(fn: Callable[..., Any], device: Device | str | None = None) -> Graph
         ...     return [p.grad(grads) for p in layer.parameters()]
         >>> step = em.graphed(gradients, em.cuda(0))
         >>> grads = step()     # runs; then captured; replayed from the third call on
+        >>> infer = em.graphed(lambda batch: model(batch).argmax(-1), em.cuda(0), pure=True)
+        >>> labels = infer(batch)  # from the third call on, a graph launch and nothing else
     """
-    return GraphedStep(fn, device)
+    return GraphedStep(fn, device, pure)

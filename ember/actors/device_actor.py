@@ -30,8 +30,8 @@ import numpy as np
 
 from ember.actors import trace as _trace
 from ember.actors.deferred import Taints
-from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Receive, Send,
-                             StepBegin, StepEnd, Upload)
+from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Receive,
+                             ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.stats import Stats
 from ember.actors.waiter import Waiter
@@ -254,8 +254,14 @@ class DeviceActor:
         self._stepping = True
         self.submit(StepBegin(), 0)
 
-    def step_end(self) -> None:
-        self.submit(StepEnd(), 0)
+    def step_end(self, token: int = 0, args: tuple[int, ...] = (),
+                 results: tuple[int, ...] = ()) -> None:
+        """Close the step; a pure one names itself, its tensor arguments and results."""
+        self.submit(StepEnd(token, args, results), 0)
+
+    def replay_step(self, msg: ReplayStep, nbytes: int) -> None:
+        """Queue the replay of a captured pure step (``StepGraphs.pure_graph``)."""
+        self.submit(msg, nbytes)
 
     def wait(self, waiter: Waiter) -> Any:
         return waiter.wait(self.alive, self.name)
@@ -375,7 +381,7 @@ class DeviceActor:
                 if self._step is not None:
                     step, self._step = self._step, None
                     if self.graphs is not None:
-                        self.graphs.run(self, step)
+                        self.graphs.run(self, step, msg)
                     else:
                         self.run_messages(step)
             elif self._step is None:
@@ -446,8 +452,9 @@ class DeviceActor:
         if value is not None:
             self._bytes_held -= self.backend.owned_nbytes(value)
 
-    def replayed(self, messages: list, produced: list[int]) -> None:
-        """Count a replayed step's ops and run its drops of values it did not make."""
+    def replayed(self, messages: list, produced: list[int | None], ops: int = 0) -> None:
+        """Count a replayed step's ops (``ops`` more than ``messages`` holds) and run its
+        drops of values it did not make."""
         made = set(produced)
         for msg in messages:
             kind = type(msg)
@@ -456,7 +463,9 @@ class DeviceActor:
                     self._on_drop(msg)
             else:
                 self._executed += 1
+        self._executed += ops
         self._kernels += 1
+
 
     def _report_progress(self, count: int) -> None:
         with self._lock:
@@ -613,6 +622,9 @@ class DeviceActor:
                 self._bytes_held -= self.backend.release(value)
             self._failed[tensor_id] = error
 
+    def _on_replay_step(self, msg: ReplayStep) -> None:
+        self.graphs.replay_pure(self, msg)
+
     def _on_upload(self, msg: Upload) -> None:
         self._executed += 1
         try:
@@ -698,6 +710,7 @@ class DeviceActor:
         Send: _on_send,
         Receive: _on_receive,
         FusedGroup: _on_fused,
+        ReplayStep: _on_replay_step,
     }
 
 

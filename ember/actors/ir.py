@@ -95,4 +95,21 @@ class StepBegin(msgspec.Struct, frozen=True, gc=False):
 
 
 class StepEnd(msgspec.Struct, frozen=True, gc=False):
-    """The end of the step that the last ``StepBegin`` opened."""
+    """The end of the step that the last ``StepBegin`` opened. A pure step
+    (``em.graphed(fn, pure=True)``) names itself (``token``), its tensor arguments and its
+    results, so that once captured its graph can replay without ``fn`` (``ReplayStep``)."""
+
+    token: int = 0
+    args: tuple[int, ...] = ()
+    results: tuple[int, ...] = ()
+
+
+class ReplayStep(msgspec.Struct, frozen=True, gc=False):
+    """Replay the graph of pure step ``token`` on the tensors ``args``; its results become
+    ``outs`` (of ``shapes`` and ``dtypes``)."""
+
+    token: int
+    args: tuple[int, ...]
+    outs: tuple[int, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]

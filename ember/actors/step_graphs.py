@@ -25,6 +25,11 @@ A graph writes its outputs into the same buffers at every replay, so before a re
 an output of the last one that a tensor still holds is copied out to a buffer of its
 own: tensors stay immutable values.
 
+A pure step (``em.graphed(fn, pure=True)``) also names its tensor arguments and its
+results at its end. Once captured, its caller replays it without running ``fn``
+(``ReplayStep``): the graph's inputs are those arguments, and the tensors the step read
+besides them, which must still exist; its results are stored under new ids.
+
 Index checks the step left on the device (``deferred.py``) are captured with it: their
 kernels record into slots the graph keeps, and each replay makes them pending again,
 tainting the outputs they tainted at capture (and all outputs with the inputs' taints).
@@ -34,7 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.actors.ir import Call, Drop, MultiCall
+from ember.actors.ir import Call, Drop, MultiCall, ReplayStep, StepEnd
+from ember.errors import KernelError
 
 # Graphs a device keeps (each holds its own memory for as long as it lives).
 MAX_GRAPHS = 8
@@ -106,6 +112,36 @@ class _Graph:
         self.taints: dict[int, frozenset] = {}  # output order -> captured checks tainting it
 
 
+class _Pure:
+    """How a pure step's graph replays without its function: where each graph input
+    comes from (``("arg", position)`` among the step's tensor arguments, or ``("id",
+    tensor id)`` of a tensor it read besides them) and which produced value each result
+    is (its order among the step's produced values)."""
+
+    __slots__ = ("entry", "ops", "produced", "results", "sources")
+
+    def __init__(self, entry: _Graph, sources: list, results: list[int], produced: int,
+                 ops: int) -> None:
+        self.entry, self.sources, self.results = entry, sources, results
+        self.produced, self.ops = produced, ops
+
+
+def _pure_plan(end: StepEnd, entry: _Graph, messages: list, inputs: list[int],
+               produced: list[int]) -> _Pure | None:
+    """The replay plan of a captured pure step; None when a result is not a value the
+    step made and stored (an argument handed back, a result twice): such a step keeps
+    running its function."""
+    position = {i: k for k, i in enumerate(produced)}
+    results = [position.get(i) for i in end.results]
+    if (any(k is None or k not in entry.outputs for k in results)
+            or len(set(results)) != len(results)):
+        return None
+    args = {i: k for k, i in reversed(list(enumerate(end.args)))}
+    sources = [("arg", args[i]) if i in args else ("id", i) for i in inputs]
+    ops = sum(1 for m in messages if type(m) is not Drop)
+    return _Pure(entry, sources, results, len(produced), ops)
+
+
 _SEEN, _REFUSED = "seen", "refused"
 _NONE: frozenset = frozenset()
 
@@ -132,9 +168,12 @@ class StepGraphs:
         self.captures = 0
         self.replays = 0
         self.refusals = 0
+        # Captured pure steps by token; read by callers (is it replayable alone?).
+        self.pure: dict[int, _Pure] = {}
 
-    def run(self, actor: Any, messages: list) -> None:
-        """Run one step's messages on ``actor``'s worker: as they are, captured or replayed."""
+    def run(self, actor: Any, messages: list, end: StepEnd | None = None) -> None:
+        """Run one step's messages on ``actor``'s worker: as they are, captured or replayed;
+        ``end`` (its StepEnd) names a pure step."""
         found = signature(messages, actor.stored_meta)
         if found is None:
             return actor.run_messages(messages)
@@ -146,10 +185,34 @@ class StepGraphs:
             if entry is None and len(self._entries) < 64 * MAX_GRAPHS:
                 self._entries[key] = _SEEN
             return actor.run_messages(messages)
-        self._capture(actor, key, messages, inputs, produced)
+        entry = self._capture(actor, key, messages, inputs, produced)
+        if entry is not None and end is not None and end.token:
+            plan = _pure_plan(end, entry, messages, inputs, produced)
+            if plan is not None:
+                self.pure[end.token] = plan
+
+    def replay_pure(self, actor: Any, msg: ReplayStep) -> None:
+        """Replay pure step ``msg.token`` on its arguments (on the worker)."""
+        plan = self.pure[msg.token]
+        env, failed = actor.env, actor.failed
+        inputs = [msg.args[where] if kind == "arg" else where for kind, where in plan.sources]
+        error = next((failed[i] for i in inputs if i in failed), None)
+        if error is None and any(i not in env for i in inputs):
+            error = KernelError("graphed: a replay of a pure step found a tensor it read "
+                                "besides its arguments gone (dropped, or replaced by a new "
+                                "value); pass every tensor that changes between calls as an "
+                                "argument")
+        if error is not None:
+            for out in msg.outs:
+                failed[out] = error
+            return
+        produced: list[int | None] = [None] * plan.produced
+        for out, k in zip(msg.outs, plan.results):
+            produced[k] = out
+        self._replay(actor, plan.entry, [], inputs, produced, plan.ops)
 
     def _capture(self, actor: Any, key: tuple, messages: list, inputs: list[int],
-                 produced: list[int]) -> None:
+                 produced: list[int]) -> _Graph | None:
         env = actor.env
         originals = {i: env[i] for i in inputs}
         capturer = self.capturer
@@ -185,7 +248,7 @@ class StepGraphs:
                     _keep_checks(entry, taints, captured, produced)
                 self._graphs += 1
                 self.captures += 1
-                return
+                return entry
         # Refused: forget what the capture stored and run the step as it is.
         for i in produced:
             actor.forget(i)
@@ -197,9 +260,12 @@ class StepGraphs:
         self._entries[key] = _REFUSED
         self.refusals += 1
         actor.run_messages(messages)
+        return None
 
     def _replay(self, actor: Any, entry: _Graph, messages: list, inputs: list[int],
-                produced: list[int]) -> None:
+                produced: list[int | None], ops: int = 0) -> None:
+        """Launch ``entry`` on ``inputs``, its outputs stored under ``produced`` (None:
+        not kept)."""
         env = actor.env
         capturer = self.capturer
         for k, array in entry.outputs.items():
@@ -211,11 +277,12 @@ class StepGraphs:
         capturer.launch(entry.graph)
         entry.holders = {}
         for k, array in entry.outputs.items():
-            actor.store(produced[k], array)
-            entry.holders[k] = produced[k]
+            if produced[k] is not None:
+                actor.store(produced[k], array)
+                entry.holders[k] = produced[k]
         taints = actor.taints
         if taints is not None and (entry.checks or taints.of):
             taints.replayed(entry.checks, inputs, {produced[k]: entry.taints.get(k, _NONE)
-                                                   for k in entry.outputs})
-        actor.replayed(messages, produced)
+                                                   for k in entry.holders})
+        actor.replayed(messages, produced, ops)
         self.replays += 1

@@ -187,3 +187,83 @@ def test_replayed_encoder_gradients_equal_eager_bits(cuda: em.Device) -> None:
     assert step.graph_stats()["replays"] == 3
     for a, b in zip(replayed, [t.numpy() for t in grads()], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# ----- pure steps: replays that skip fn --------------------------------------------------
+
+
+def test_a_pure_step_replays_without_calling_fn() -> None:
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    w = em.from_numpy(np.arange(4, dtype=np.float32), device=device)
+    calls = []
+
+    def fn(x, scale):
+        calls.append(scale)
+        y = (x * w) * scale
+        return {"y": y, "parts": (y.sum(), None, "tag")}
+
+    step = em.graphed(fn, device, pure=True)
+    x = em.ones(4, device=device)
+    for k in range(5):
+        out = step(x, 2.0)
+        assert out["parts"][1:] == (None, "tag")
+        np.testing.assert_array_equal(out["y"].numpy(), np.arange(4) * 2.0)
+        assert out["parts"][0].item() == 12.0
+    assert len(calls) == 2  # run, captured; then replays alone
+    assert step.graph_stats() == {"captures": 1, "replays": 3, "refusals": 0}
+    step(x, 3.0)  # another scalar: another graph, fn runs
+    step(em.ones((2, 4), device=device), 2.0)  # another shape too
+    assert calls[2:] == [3.0, 2.0]
+    with pytest.raises(TypeError, match="hashable"):
+        step(x, [2.0])
+
+
+def test_a_pure_replay_reads_its_new_arguments() -> None:
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    step = em.graphed(lambda x: x + 1.0, device, pure=True)
+    first = em.ones(3, device=device)
+    for _ in range(3):
+        step(first).numpy()
+    em.sync(device)
+    copies = capturer.calls.count("copy_into")
+    other = em.zeros(3, device=device)
+    step(other).numpy()  # the recording graph recomputes nothing: count what reached it
+    assert capturer.calls.count("copy_into") == copies + 1
+    failed = em.arange(3, device=device)[em.tensor([0, 1, 7], device=device)].astype(em.float32)
+    with pytest.raises(em.KernelError, match="index 7"):
+        step(failed).numpy()  # an argument that failed fails the results
+
+
+def test_a_pure_replay_fails_when_a_tensor_it_read_is_gone() -> None:
+    device = device_with(RecordingCapturer())
+    held = [em.ones(3, device=device)]
+    step = em.graphed(lambda x: x * held[0], device, pure=True)
+    x = em.ones(3, device=device)
+    for _ in range(3):
+        step(x).numpy()
+    held[0] = em.zeros(3, device=device)  # the old weight dies
+    with pytest.raises(em.KernelError, match="pass every tensor that changes"):
+        step(x).numpy()
+
+
+@gpu.needs_gpu
+def test_pure_replays_of_an_encoder_forward_equal_eager_bits(cuda: em.Device) -> None:
+    rng = np.random.default_rng(1)
+    layer = em.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, device=cuda)
+    batches = [em.from_numpy(rng.standard_normal((2, 16, 64), dtype=np.float32), device=cuda)
+               for _ in range(3)]
+    calls = []
+
+    def forward(x):
+        calls.append(1)
+        return layer(x).relu().sum(-1)
+
+    step = em.graphed(forward, cuda, pure=True)
+    eager = [layer(b).relu().sum(-1).numpy() for b in batches]
+    for _ in range(3):
+        for b, expected in zip(batches, eager):
+            np.testing.assert_array_equal(step(b).numpy(), expected)
+    assert len(calls) == 2
+    assert step.graph_stats()["replays"] >= 6

@@ -41,7 +41,8 @@ from typing import Any
 
 import msgspec
 
-from ember.actors.ir import Call, Check, Drop, Fetch, MultiCall, Receive, Send, Upload
+from ember.actors.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
+                             Upload)
 
 # Elementwise ops whose output has the broadcast shape of their inputs.
 ELEMENTWISE = frozenset({
@@ -89,7 +90,7 @@ def _note_meta(msg: Any, made_here: dict[int, tuple[str, tuple[int, ...]]]) -> N
     kind = type(msg)
     if kind is Call or kind is Receive:
         made_here[msg.out] = (msg.dtype, msg.shape)
-    elif kind is MultiCall:
+    elif kind is MultiCall or kind is ReplayStep:
         made_here.update(zip(msg.outs, zip(msg.dtypes, msg.shapes)))
     elif kind is Upload:
         # NumPy's dtype names are ember's for the dtypes NumPy has.
@@ -102,6 +103,8 @@ def _reads(msg: Any) -> tuple[int, ...]:
         return msg.inputs
     if kind is Fetch or kind is Check or kind is Send:
         return (msg.id,)
+    if kind is ReplayStep:
+        return msg.args
     return ()
 
 

@@ -1,0 +1,113 @@
+"""GPU time per training step, kernel by kernel: ember (eager and ``em.graphed``) against
+PyTorch eager, for the encoder layer and the MLP step of bench_cuda.py.
+
+torch.profiler (CUPTI) sees every kernel of the process, CuPy's and cuBLAS's included,
+so one tool times both frameworks. Per workload: the wall clock per step (``steps``
+steps in flight, one sync), the summed GPU time of its kernels, copies and memsets
+per step (the floor a host-bound step could reach), and the kernels that take most.
+
+Run: ``PYTHONPATH=. python3 benchmarks/gpu_time.py [encoder_layer] [mlp_step] [--top N]``
+on a machine with a GPU.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import ember as em
+from benchmarks.bench_cuda import (
+    DEV,
+    ENCODER,
+    MLP_SIZES,
+    em_sync,
+    ember_encoder_step,
+    ember_mlp_step,
+    encoder_input,
+    mlp_data,
+    torch_sync,
+)
+
+STEPS = 10
+
+
+def measure(name: str, step: Callable[[], Any], sync: Callable[[], None], top: int) -> None:
+    for _ in range(3):  # compiles, autotuning, captures
+        step()
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        kept = [step() for _ in range(STEPS)]
+        sync()
+        wall = (time.perf_counter() - start) / STEPS
+        del kept
+    events = [e for e in prof.key_averages() if e.self_device_time_total > 0]
+    gpu = sum(e.self_device_time_total for e in events) / STEPS / 1e3
+    print(f"| {name} | wall {wall * 1e3:.2f} ms/step | GPU {gpu:.2f} ms/step | "
+          f"{sum(e.count for e in events) / STEPS:.0f} kernels+copies/step |", flush=True)
+    events.sort(key=lambda e: -e.self_device_time_total)
+    for e in events[:top]:
+        print(f"|   {e.key[:90]} | {e.self_device_time_total / STEPS / 1e3:.3f} ms | "
+              f"x{e.count / STEPS:.0f} |", flush=True)
+
+
+def encoder_layer(top: int) -> None:
+    x_np = encoder_input()
+    eager = ember_encoder_step(x_np)
+    measure("ember encoder eager", eager, em_sync, top)
+    measure("ember encoder em.graphed", em.graphed(ember_encoder_step(x_np), DEV), em_sync,
+            top)
+    measure("ember encoder em.graphed pure",
+            em.graphed(ember_encoder_step(x_np), DEV, pure=True), em_sync, top)
+    layer = torch.nn.TransformerEncoderLayer(ENCODER["d_model"], ENCODER["heads"],
+                                             ENCODER["ff"], dropout=0.0,
+                                             batch_first=True).cuda()
+    x_t = torch.from_numpy(x_np).cuda()
+
+    def torch_step():
+        layer.zero_grad(set_to_none=True)
+        layer(x_t).sum().backward()
+        return [p.grad for p in layer.parameters()]
+
+    measure("torch encoder eager", torch_step, torch_sync, top)
+
+
+def mlp_step(top: int) -> None:
+    x_np, y_np = mlp_data()
+    measure("ember MLP eager", ember_mlp_step(x_np, y_np), em_sync, top)
+    measure("ember MLP em.graphed (capturable Adam)",
+            em.graphed(ember_mlp_step(x_np, y_np, capturable=True), DEV), em_sync, top)
+    s = MLP_SIZES
+    model = torch.nn.Sequential(torch.nn.Linear(s[0], s[1]), torch.nn.ReLU(),
+                                torch.nn.Linear(s[1], s[2]), torch.nn.ReLU(),
+                                torch.nn.Linear(s[2], s[3])).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_t, y_t = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
+
+    def torch_step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x_t), y_t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    measure("torch MLP eager", torch_step, torch_sync, top)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    top = 12
+    if "--top" in args:
+        at = args.index("--top")
+        top = int(args[at + 1])
+        del args[at:at + 2]
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, numpy "
+          f"{np.__version__}")
+    for name in args or ["encoder_layer", "mlp_step"]:
+        {"encoder_layer": encoder_layer, "mlp_step": mlp_step}[name](top)
