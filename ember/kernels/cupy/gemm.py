@@ -128,8 +128,9 @@ class Gemm:
         if status != 0:
             raise RuntimeError(f"{name} failed: cuBLAS status {status}")
 
-    def matmul(self, a: Any, b: Any, dtype: str) -> Any:
-        """``a @ b`` (each at least 2-D, both of ``dtype``) as a new contiguous array."""
+    def matmul(self, a: Any, b: Any, dtype: str, exact: bool = False) -> Any:
+        """``a @ b`` (each at least 2-D, both of ``dtype``) as a new contiguous array;
+        ``exact``: float32 products even where TF32 is on (a sum is not a matmul)."""
         import cupy
 
         batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
@@ -157,7 +158,7 @@ class Gemm:
                 self._handle, ctypes.c_void_p(stream)))
             self._stream = stream
         data = DATA_TYPES[dtype]
-        compute = compute_type(dtype, self.tf32)
+        compute = compute_type(dtype, self.tf32 and not exact)
         # Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: b goes first.
         self._check("cublasGemmStridedBatchedEx", self._gemm(
             self._handle, op_b, op_a, n, m, k, ctypes.byref(self._one[compute]),

@@ -87,6 +87,35 @@ def _matmul(msg, pool, a, b):
     return gemm.current(TF32).matmul(a, b, msg.dtype).reshape(msg.shape)
 
 
+# (1, rows) float32 ones per (device, rows); a few hundred lengths at most.
+_ones: dict[tuple[int, int], cupy.ndarray] = {}
+
+
+@cuda_kernel("sum", "mean")
+def _sum(msg, pool, x):
+    """A float32 sum or mean over leading dims of a contiguous array is ``ones(1, rows) @
+    x(rows, cols)`` in cuBLAS: one pass at memory speed. CuPy's reduction over leading axes
+    took ~45 µs per bias gradient, 0.54 ms of an encoder layer's 3 ms step on the H200."""
+    dims, keepdim = msg.attrs
+    lead = len(dims)
+    if (msg.dtype != "float32" or x.dtype != _F32 or not 0 < lead < x.ndim or not x.size
+            or tuple(dims) != tuple(range(lead)) or not x.flags.c_contiguous):
+        return NUMPY_KERNELS[msg.op](msg, pool, x)
+    rows = math.prod(x.shape[:lead])
+    key = (x.device.id, rows)
+    ones = _ones.get(key)
+    if ones is None:
+        if cupy.cuda.get_current_stream().is_capturing():
+            return NUMPY_KERNELS[msg.op](msg, pool, x)  # made in a capture, it holds nothing
+        if len(_ones) >= 256:
+            _ones.clear()
+        ones = _ones[key] = cupy.ones((1, rows), _F32)
+    total = gemm.current(TF32).matmul(ones, x.reshape(rows, -1), "float32", exact=True)
+    if msg.op == "mean":
+        total /= _F32.type(rows)
+    return total.reshape(msg.shape)
+
+
 class _CupyRandom:
     """``creation.NumpyRandom``'s interface on cuRAND: one generator per op, seeded from
     the op's (seed, counter), so the same call on the same device gives the same numbers."""
