@@ -180,13 +180,16 @@ class StepGraphs:
         key, inputs, produced = found
         entry = self._entries.get(key)
         if isinstance(entry, _Graph):
-            return self._replay(actor, entry, messages, inputs, produced)
-        if entry is None or entry is _REFUSED or self._graphs >= MAX_GRAPHS:
+            self._replay(actor, entry, messages, inputs, produced)
+        elif entry is None or entry is _REFUSED or self._graphs >= MAX_GRAPHS:
             if entry is None and len(self._entries) < 64 * MAX_GRAPHS:
                 self._entries[key] = _SEEN
             return actor.run_messages(messages)
-        entry = self._capture(actor, key, messages, inputs, produced)
-        if entry is not None and end is not None and end.token:
+        else:
+            entry = self._capture(actor, key, messages, inputs, produced)
+        # A pure step whose graph exists (captured now, or for another step of the same
+        # signature: another model's copy of the same layer) replays alone from now on.
+        if entry is not None and end is not None and end.token and end.token not in self.pure:
             plan = _pure_plan(end, entry, messages, inputs, produced)
             if plan is not None:
                 self.pure[end.token] = plan

@@ -267,3 +267,25 @@ def test_pure_replays_of_an_encoder_forward_equal_eager_bits(cuda: em.Device) ->
             np.testing.assert_array_equal(step(b).numpy(), expected)
     assert len(calls) == 2
     assert step.graph_stats()["replays"] >= 6
+
+
+def test_a_pure_step_whose_signature_was_captured_before_replays_alone() -> None:
+    """Another model's copy of a captured step (the same ops, shapes and scalars) reuses
+    its graph, and as a pure step skips fn from its second call on."""
+    device = device_with(RecordingCapturer())
+    x = em.ones(3, device=device)
+    w1, w2 = em.full(3, 2.0, device=device), em.full(3, 2.0, device=device)
+    first = em.graphed(lambda: x * w1, device)
+    for _ in range(3):
+        first().numpy()
+    calls = []
+
+    def second():
+        calls.append(1)
+        return x * w2
+
+    step = em.graphed(second, device, pure=True)
+    for _ in range(4):
+        np.testing.assert_array_equal(step().numpy(), [2.0] * 3)
+    assert len(calls) == 1
+    assert step.graph_stats()["captures"] == 1
