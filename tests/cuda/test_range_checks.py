@@ -32,7 +32,7 @@ def test_check_source_compiles_to_ptx_for_hopper(tmp_path, dtype):
 @pytest.mark.parametrize("dtype", [em.int64, em.int32])
 def test_cuda_cross_entropy_with_a_bad_target_fails_at_the_read(dtype):
     device = em.cuda(0)
-    logits = em.from_numpy(np.zeros((4, 3), np.float32), device=device.autodiff())
+    logits = em.from_numpy(np.zeros((4, 3), np.float32), device=device.autodiff()).require_grad()
     good = em.tensor([0, 2, 1, 0], dtype=dtype, device=device)
     loss = em.nn.functional.cross_entropy(logits, good)
     grads = loss.backward()

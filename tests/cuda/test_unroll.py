@@ -52,6 +52,9 @@ def _results(cuda, shape, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_variant_gives_the_scalar_kernels_bits(cuda, monkeypatch, shape, dtype):
+    em.sync(cuda)
+    # Errors of earlier tests on this shared device are not this test's.
+    monkeypatch.setattr(cuda.actor.backend.fused, "last_error", None)
     _force(monkeypatch, SCALAR)
     expected = _results(cuda, shape, dtype)
     for variant in VARIANTS:
