@@ -100,11 +100,14 @@ class _Graph:
     """A captured step: the backend's graph, its input buffers, its outputs by the
     order the step produced them, and the ids that hold those outputs now."""
 
-    __slots__ = ("graph", "statics", "outputs", "holders", "memory", "checks", "taints")
+    __slots__ = ("checks", "copied", "donated", "graph", "holders", "memory", "outputs",
+                 "statics", "taints")
 
     def __init__(self, graph: Any, statics: list, outputs: dict[int, Any], memory: Any) -> None:
         self.graph = graph
         self.statics = statics
+        self.copied: list[int | None] = [None] * len(statics)  # the id each static holds
+        self.donated: set[int] = set()  # statics of inputs the step drops (may be donated)
         self.outputs = outputs
         self.holders: dict[int, int] = {}
         self.memory = memory  # the graph's own memory, alive as long as the graph
@@ -247,6 +250,8 @@ class StepGraphs:
                 outputs = {k: env[i] for k, i in enumerate(produced) if i in env}
                 entry = self._entries[key] = _Graph(graph, statics, outputs, memory)
                 entry.holders = {k: produced[k] for k in outputs}
+                dropped = {m.id for m in messages if type(m) is Drop}
+                entry.donated = {p for p, i in enumerate(inputs) if i in dropped}
                 if captured:
                     _keep_checks(entry, taints, captured, produced)
                 self._graphs += 1
@@ -271,12 +276,21 @@ class StepGraphs:
         not kept)."""
         env = actor.env
         capturer = self.capturer
+        # A held output whose holder this step reads and drops (a parameter the step
+        # replaces) is read into its static below, before the launch overwrites it, and
+        # never again: no copy out.
+        dying = {m.id for m in messages if type(m) is Drop} if messages else _NONE
         for k, array in entry.outputs.items():
             holder = entry.holders.get(k)
-            if holder is not None and env.get(holder) is array:
+            if holder is not None and holder not in dying and env.get(holder) is array:
                 actor.swap(holder, capturer.copy_out(array))
-        for static, i in zip(entry.statics, inputs):
-            capturer.copy_into(static, env[i])
+        copied = entry.copied
+        for p, (static, i) in enumerate(zip(entry.statics, inputs)):
+            # The same id holds the same value (ids are never reused, values never change),
+            # unless the graph itself wrote this static (a buffer its step donated).
+            if copied[p] != i or p in entry.donated:
+                capturer.copy_into(static, env[i])
+                copied[p] = i
         capturer.launch(entry.graph)
         entry.holders = {}
         for k, array in entry.outputs.items():
