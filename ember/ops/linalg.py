@@ -96,7 +96,14 @@ def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
         grad_a = matmul(g2, transpose(b2, -2, -1))
         if a.ndim == 1:
             grad_a = reshape(grad_a, grad_a.shape[:-2] + a.shape)
-    if tracked_b:
+    if tracked_b and b2.ndim == 2 and a2.ndim > 2:
+        # A weight shared by every batch (x @ W): one product over all rows (K = rows of
+        # every batch), not a batched one with a small K and then a sum over the batch.
+        rows = reshape(a2, (-1, a2.shape[-1]))
+        grad_b = matmul(transpose(rows, -2, -1), reshape(g2, (-1, g2.shape[-1])))
+        if b.ndim == 1:
+            grad_b = reshape(grad_b, b.shape)
+    elif tracked_b:
         grad_b = matmul(transpose(a2, -2, -1), g2)
         if b.ndim == 1:
             grad_b = reshape(grad_b, grad_b.shape[:-2] + b.shape)

@@ -122,6 +122,16 @@ class Gemm:
                          ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
                          ctypes.c_int, ctypes.c_int, ctypes.c_int]
         self._gemm = gemm
+        # One matrix: the plain call, whose kernel choice is not limited to batched kernels.
+        single = self._lib.cublasGemmEx
+        single.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                           ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                           ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                           ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                           ctypes.c_int, ctypes.c_int]
+        self._single = single
 
     @staticmethod
     def _check(name: str, status: int) -> None:
@@ -160,6 +170,13 @@ class Gemm:
         data = DATA_TYPES[dtype]
         compute = compute_type(dtype, self.tf32 and not exact)
         # Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: b goes first.
+        if count == 1:
+            self._check("cublasGemmEx", self._single(
+                self._handle, op_b, op_a, n, m, k, ctypes.byref(self._one[compute]),
+                b.data.ptr, data, ldb, a.data.ptr, data, lda,
+                ctypes.byref(self._zero[compute]), out.data.ptr, data, n,
+                compute, _GEMM_DEFAULT))
+            return out
         self._check("cublasGemmStridedBatchedEx", self._gemm(
             self._handle, op_b, op_a, n, m, k, ctypes.byref(self._one[compute]),
             b.data.ptr, data, ldb, stride_b, a.data.ptr, data, lda, stride_a,
