@@ -85,3 +85,42 @@ def test_compute_types() -> None:
     assert gemm.compute_type("float32", tf32=True) == 77  # 32F_FAST_TF32
     assert gemm.compute_type("bfloat16", tf32=True) == 68  # TF32 is float32's alone
     assert gemm.compute_type("float64", tf32=False) == 70
+
+
+def _through_plan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The product as a cached ``_Plan`` hands it to cuBLAS (copies made as it says)."""
+    plan = gemm._Plan(a, b, "float32", tf32=False)
+    if plan.copy_a:
+        a = np.ascontiguousarray(np.broadcast_to(a, plan.batch + a.shape[-2:]))
+    if plan.copy_b:
+        b = np.ascontiguousarray(np.broadcast_to(b, plan.batch + b.shape[-2:]))
+    first = _column_major(b, (plan.op_b, plan.ldb, plan.stride_b), plan.n, plan.k, plan.count)
+    second = _column_major(a, (plan.op_a, plan.lda, plan.stride_a), plan.k, plan.m, plan.count)
+    out = np.matmul(first, second).transpose(0, 2, 1)
+    return out.reshape(plan.out_shape)
+
+
+@pytest.mark.parametrize("case", ["plain", "weight_t", "batched", "broadcast", "strided"])
+def test_a_plan_gives_numpys_product_and_copies_only_what_cublas_cannot_read(case):
+    a = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    b = rng.standard_normal((3, 4, 6)).astype(np.float32)
+    if case == "plain":
+        a, b = a[0], b[0]
+    elif case == "weight_t":
+        a, b = a[0], np.ascontiguousarray(b[0].T).T  # a weight's .T view
+    elif case == "broadcast":
+        b = b[0]
+    elif case == "strided":
+        a = np.repeat(a, 2, axis=2)[..., ::2]  # every other column: no layout cuBLAS reads
+    plan = gemm._Plan(a, b, "float32", tf32=False)
+    assert plan.copy_a == (case == "strided") and not plan.copy_b
+    assert plan.count == (1 if case in ("plain", "weight_t") else 3)
+    np.testing.assert_allclose(_through_plan(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_a_plan_of_nothing_to_multiply():
+    plan = gemm._Plan(np.ones((2, 0), np.float32), np.ones((0, 3), np.float32), "float32", False)
+    assert plan.empty and plan.zero and plan.out_shape == (2, 3)
+    plan = gemm._Plan(np.ones((0, 4), np.float32), np.ones((4, 3), np.float32), "float32", True)
+    assert plan.empty and not plan.zero
+    assert plan.compute == gemm.compute_type("float32", True)

@@ -65,6 +65,30 @@ class _Part:
         self.shape = shape
 
 
+class _Launch:
+    """A group's launch once planned for an input layout: the kernel, its grid, the
+    outputs it writes and the arguments after the arrays (sizes, strides, scalars)."""
+
+    __slots__ = ("block", "grid", "kernel", "outputs", "tail")
+
+    def __init__(self, kernel: Any, grid: int, block: int, outputs: list[tuple],
+                 tail: tuple) -> None:
+        self.kernel, self.grid, self.block = kernel, grid, block
+        self.outputs = outputs  # (member position, shape, NumPy dtype)
+        self.tail = tail
+
+    def run(self, inputs: list) -> list[tuple[int, cupy.ndarray]]:
+        made = [(j, cupy.empty(shape, dtype)) for j, shape, dtype in self.outputs]
+        if self.kernel is not None:
+            self.kernel((self.grid,), (self.block,),
+                        (*inputs, *(array for _, array in made), *self.tail))
+        return made
+
+
+# Launch plans a device keeps (each a few hundred bytes); past it they are planned again.
+_MAX_LAUNCHES = 8192
+
+
 class FusedKernels:
     """The generated kernels of one device, by structure key."""
 
@@ -74,6 +98,9 @@ class FusedKernels:
         self._kernels: dict[tuple, tuple[cupy.RawKernel, codegen.Source]] = {}
         # Per group structure (outputs left out): the members its kernel stores.
         self._materialize: dict[tuple, tuple[bool, ...]] = {}
+        # Per group structure and input layout: how to launch it (planning renders keys,
+        # lays out strides and asks the tuner: 0.2-0.6 ms of host time per group).
+        self._launches: dict[tuple, _Launch] = {}
         self._sms = 0
         self.compiled = 0
         self.launched = 0
@@ -97,14 +124,26 @@ class FusedKernels:
         # Taken views that must exist are the views themselves, as on the CPU.
         views = [(members[j].out, inputs[len(group.inputs) + j])
                  for j in range(p) if program.materialize[j]]
-        part = _Part(members[p:], group.shape)
         needed = program.materialize[p:]
-        rest = Program(tuple((j - p, args) for j, args in program.steps[p:]),
-                       self._widened(group.key, needed))
-        if group.rows is None:
-            made = self._elementwise(part, rest, inputs)
+        stored = self._widened(group.key, needed)
+        # The layout of every input (prologue views included) and its alignment for
+        # vector loads (at most 8 elements of 4 bytes).
+        key = (group.key, stored, tuple((a.shape, a.strides, a.dtype.char, a.data.ptr % 32)
+                                        for a in inputs))
+        launch = self._launches.get(key)
+        if launch is not None:
+            made = launch.run(inputs)
         else:
-            made = self._rows(part, rest, inputs, group.rows)
+            part = _Part(members[p:], group.shape)
+            rest = Program(tuple((j - p, args) for j, args in program.steps[p:]), stored)
+            if group.rows is None:
+                launch, made = self._elementwise(part, rest, inputs)
+            else:
+                launch, made = self._rows(part, rest, inputs, group.rows)
+            if len(self._launches) >= _MAX_LAUNCHES:
+                self._launches.clear()
+            self._launches[key] = launch
+        self.launched += 1
         return views + [(members[p + j].out, array) for j, array in made if needed[j]]
 
     def _widened(self, key: tuple, needed: tuple[bool, ...]) -> tuple[bool, ...]:
@@ -128,14 +167,17 @@ class FusedKernels:
         self._materialize[structure] = union
         return union
 
-    def _elementwise(self, group: _Part, program: Program, inputs: list) -> list:
+    def _elementwise(self, group: _Part, program: Program,
+                     inputs: list) -> tuple[_Launch, list]:
+        """Plan (tuning on first use) and run an elementwise group: (its launch, outputs)."""
         shape = group.shape
         members = group.members
         outputs = {j: cupy.empty(shape, NP[members[j].dtype])
                    for j, keep in enumerate(program.materialize) if keep}
+        specs = [(j, shape, array.dtype) for j, array in outputs.items()]
         n = math.prod(shape)
         if n == 0:
-            return list(outputs.items())
+            return _Launch(None, 0, 0, specs, ()), list(outputs.items())
         kinds, strided = [], []
         for array in inputs:
             if array.size == 1:
@@ -154,16 +196,15 @@ class FusedKernels:
             for per_input in strides)
         layout = codegen.Layout(tuple(kinds), len(sizes), narrow)
         dtypes = [str(a.dtype) for a in inputs]
-        args: list = list(inputs)
-        args += [outputs[j] for j in (j for j, keep in enumerate(program.materialize) if keep)]
-        args.append(np.int64(n))
+        tail: list = [np.int64(n)]
         if strided:
-            args += [np.int64(s) for s in sizes]
-            args += [np.int64(s) for per_input in strides for s in per_input]
-        args += [cexpr.scalar_value(dtype, value)
+            tail += [np.int64(s) for s in sizes]
+            tail += [np.int64(s) for per_input in strides for s in per_input]
+        tail += [cexpr.scalar_value(dtype, value)
                  for dtype, value in cexpr.scalar_arguments(members, program.steps)]
+        args = (*inputs, *outputs.values(), *tail)
 
-        def launch(variant: tuple[int, int, int, int]) -> None:
+        def plan(variant: tuple[int, int, int, int]) -> tuple[Any, int, int]:
             block, vector, unroll, per_sm = variant
             key = codegen.structure_key(group, program, dtypes, layout, vector, block, unroll)
             kernel, _ = self._kernel(key, lambda: codegen.render(
@@ -171,15 +212,22 @@ class FusedKernels:
             blocks = -(-n // (vector * block * unroll))
             if per_sm != WHOLE_GRID:
                 blocks = min(blocks, self._sms_count() * per_sm)
-            kernel((blocks,), (block,), tuple(args))
+            return kernel, blocks, block
+
+        def launch(variant: tuple[int, int, int, int]) -> None:
+            kernel, blocks, block = plan(variant)
+            kernel((blocks,), (block,), args)
 
         full = [a for a, kind in zip(inputs, kinds) if kind == "full"]
-        launch(self.tuner().pick("fused_elementwise", codegen.structure_key(
+        chosen = plan(self.tuner().pick("fused_elementwise", codegen.structure_key(
             group, program, dtypes, layout, 0, 0), (n,), _variants(n, full), launch))
-        self.launched += 1
-        return [(j, outputs[j]) for j in outputs]
+        found = _Launch(*chosen, specs, tuple(tail))
+        chosen[0]((chosen[1],), (chosen[2],), args)
+        return found, list(outputs.items())
 
-    def _rows(self, group: _Part, program: Program, inputs: list, r: int) -> list:
+    def _rows(self, group: _Part, program: Program, inputs: list,
+              r: int) -> tuple[_Launch, list]:
+        """Plan (tuning on first use) and run a row group: (its launch, outputs)."""
         shape = group.shape
         members = group.members
         rows, length = math.prod(shape[:r]), math.prod(shape[r:])
@@ -199,25 +247,27 @@ class FusedKernels:
         dtypes = [str(a.dtype) for a in inputs]
         outputs = {j: cupy.empty(members[j].shape, NP[members[j].dtype])
                    for j, keep in enumerate(program.materialize) if keep}
-        args: list = list(inputs)
-        args += list(outputs.values())
-        args += [np.int64(rows), np.int32(length)]
+        tail: list = [np.int64(rows), np.int32(length)]
         row_sizes, located = row_strides
-        args += [np.int64(s) for s in row_sizes]
-        args += [np.int64(s) for per_input in located for s in per_input]
+        tail += [np.int64(s) for s in row_sizes]
+        tail += [np.int64(s) for per_input in located for s in per_input]
         if col_strides:
-            args += [np.int32(s) for s in col_sizes]
-            args += [np.int32(s) for per_input in col_strides for s in per_input]
-        args += [cexpr.scalar_value(dtype, value)
+            tail += [np.int32(s) for s in col_sizes]
+            tail += [np.int32(s) for per_input in col_strides for s in per_input]
+        tail += [cexpr.scalar_value(dtype, value)
                  for dtype, value in cexpr.scalar_arguments(members, program.steps)]
+        args = (*inputs, *outputs.values(), *tail)
+        grid = min(rows, self._sms_count() * _BLOCKS_PER_SM)
 
-        def launch(block: int) -> None:
+        def kernel_for(block: int) -> Any:
             key = rowgen.structure_key(members, program.steps, program.materialize, full,
                                        dtypes, layout, vector, block)
-            kernel, _ = self._kernel(key, lambda: rowgen.render(
+            return self._kernel(key, lambda: rowgen.render(
                 members, program.steps, program.materialize, full, dtypes, layout, vector,
-                block))
-            kernel((min(rows, self._sms_count() * _BLOCKS_PER_SM),), (block,), tuple(args))
+                block))[0]
+
+        def launch(block: int) -> None:
+            kernel_for(block)((grid,), (block,), args)
 
         default = _threads_per_row(length, vector)
         blocks = [default]
@@ -225,9 +275,12 @@ class FusedKernels:
             blocks += [b for b in (default // 2, default // 4, default * 2) if 32 <= b <= 1024]
         structure = rowgen.structure_key(members, program.steps, program.materialize, full,
                                          dtypes, layout, vector, 0)
-        launch(self.tuner().pick("rows", structure, (rows, length), blocks, launch))
-        self.launched += 1
-        return list(outputs.items())
+        block = self.tuner().pick("rows", structure, (rows, length), blocks, launch)
+        found = _Launch(kernel_for(block), grid, block,
+                        [(j, members[j].shape, array.dtype) for j, array in outputs.items()],
+                        tuple(tail))
+        launch(block)
+        return found, list(outputs.items())
 
     def _kernel(self, key: tuple, render: Any) -> tuple[cupy.RawKernel, codegen.Source]:
         found = self._kernels.get(key)

@@ -109,10 +109,12 @@ class Gemm:
         self._check("cublasSetWorkspace_v2", self._lib.cublasSetWorkspace_v2(
             handle, ctypes.c_void_p(self._workspace.data.ptr), ctypes.c_size_t(WORKSPACE_BYTES)))
         self._stream = None
-        self._one = {_COMPUTE_64F: ctypes.c_double(1.0), _COMPUTE_32F: ctypes.c_float(1.0),
-                     _COMPUTE_32F_FAST_TF32: ctypes.c_float(1.0)}
-        self._zero = {_COMPUTE_64F: ctypes.c_double(0.0), _COMPUTE_32F: ctypes.c_float(0.0),
-                      _COMPUTE_32F_FAST_TF32: ctypes.c_float(0.0)}
+        # The scaling factors by reference (a byref holds its value alive), made once.
+        scalars = {_COMPUTE_64F: ctypes.c_double, _COMPUTE_32F: ctypes.c_float,
+                   _COMPUTE_32F_FAST_TF32: ctypes.c_float}
+        self._one = {c: ctypes.byref(kind(1.0)) for c, kind in scalars.items()}
+        self._zero = {c: ctypes.byref(kind(0.0)) for c, kind in scalars.items()}
+        self._plans: dict[tuple, _Plan] = {}
         gemm = self._lib.cublasGemmStridedBatchedEx
         gemm.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                          ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
@@ -143,46 +145,71 @@ class Gemm:
         ``exact``: float32 products even where TF32 is on (a sum is not a matmul)."""
         import cupy
 
-        batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-        out = cupy.empty(batch + (m, n), a.dtype)
-        count = math.prod(batch)
-        if out.size == 0:
+        key = (a.shape, a.strides, b.shape, b.strides, dtype, exact)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 4096:
+                self._plans.clear()
+            plan = self._plans[key] = _Plan(a, b, dtype, self.tf32 and not exact)
+        out = cupy.empty(plan.out_shape, a.dtype)
+        if plan.empty:
+            if plan.zero:
+                out.fill(0)
             return out
-        if k == 0:
-            out.fill(0)
-            return out
-        item = a.itemsize
-        strides = [tuple(s // item for s in x.strides) for x in (a, b)]
-        found = layout(batch, a.shape, strides[0], b.shape, strides[1])
-        operands = []
-        for x, how in zip((a, b), found):
-            if how is None:  # one copy into a layout cuBLAS reads
-                x = cupy.ascontiguousarray(cupy.broadcast_to(x, batch + x.shape[-2:]))
-                how = (_OP_N, x.shape[-1], x.shape[-2] * x.shape[-1] if count > 1 else 0)
-            operands.append((x, how))
-        (a, (op_a, lda, stride_a)), (b, (op_b, ldb, stride_b)) = operands
+        if plan.copy_a:  # one copy into a layout cuBLAS reads
+            a = cupy.ascontiguousarray(cupy.broadcast_to(a, plan.batch + a.shape[-2:]))
+        if plan.copy_b:
+            b = cupy.ascontiguousarray(cupy.broadcast_to(b, plan.batch + b.shape[-2:]))
         stream = cupy.cuda.get_current_stream().ptr
         if stream != self._stream:
             self._check("cublasSetStream_v2", self._lib.cublasSetStream_v2(
                 self._handle, ctypes.c_void_p(stream)))
             self._stream = stream
-        data = DATA_TYPES[dtype]
-        compute = compute_type(dtype, self.tf32 and not exact)
+        one, zero = self._one[plan.compute], self._zero[plan.compute]
         # Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: b goes first.
-        if count == 1:
-            self._check("cublasGemmEx", self._single(
-                self._handle, op_b, op_a, n, m, k, ctypes.byref(self._one[compute]),
-                b.data.ptr, data, ldb, a.data.ptr, data, lda,
-                ctypes.byref(self._zero[compute]), out.data.ptr, data, n,
-                compute, _GEMM_DEFAULT))
-            return out
-        self._check("cublasGemmStridedBatchedEx", self._gemm(
-            self._handle, op_b, op_a, n, m, k, ctypes.byref(self._one[compute]),
-            b.data.ptr, data, ldb, stride_b, a.data.ptr, data, lda, stride_a,
-            ctypes.byref(self._zero[compute]), out.data.ptr, data, n, m * n,
-            count, compute, _GEMM_DEFAULT))
+        if plan.count == 1:
+            status = self._single(self._handle, plan.op_b, plan.op_a, plan.n, plan.m, plan.k,
+                                  one, b.data.ptr, plan.data, plan.ldb, a.data.ptr, plan.data,
+                                  plan.lda, zero, out.data.ptr, plan.data, plan.n,
+                                  plan.compute, _GEMM_DEFAULT)
+        else:
+            status = self._gemm(self._handle, plan.op_b, plan.op_a, plan.n, plan.m, plan.k, one,
+                                 b.data.ptr, plan.data, plan.ldb, plan.stride_b, a.data.ptr,
+                                 plan.data, plan.lda, plan.stride_a, zero, out.data.ptr,
+                                 plan.data, plan.n, plan.m * plan.n, plan.count, plan.compute,
+                                 _GEMM_DEFAULT)
+        if status:
+            self._check("cublasGemmEx" if plan.count == 1 else "cublasGemmStridedBatchedEx",
+                        status)
         return out
+
+
+class _Plan:
+    """How one (shapes, strides, dtype) of ``a @ b`` reaches cuBLAS, worked out once."""
+
+    __slots__ = ("batch", "compute", "copy_a", "copy_b", "count", "data", "empty", "k",
+                 "lda", "ldb", "m", "n", "op_a", "op_b", "out_shape", "stride_a", "stride_b",
+                 "zero")
+
+    def __init__(self, a: Any, b: Any, dtype: str, tf32: bool) -> None:
+        self.batch = batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        self.m, self.k, self.n = m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        self.out_shape = batch + (m, n)
+        self.count = count = math.prod(batch)
+        self.empty = m * n * count == 0 or k == 0
+        self.zero = k == 0
+        self.data = DATA_TYPES[dtype]
+        self.compute = compute_type(dtype, tf32)
+        item = a.itemsize
+        strides = [tuple(s // item for s in x.strides) for x in (a, b)]
+        found = layout(batch, a.shape, strides[0], b.shape, strides[1])
+        self.copy_a, self.copy_b = found[0] is None, found[1] is None
+        contiguous = []
+        for x, how in zip((a, b), found):
+            if how is None:  # made contiguous (and broadcast to the batch) before the call
+                how = (_OP_N, x.shape[-1], x.shape[-2] * x.shape[-1] if count > 1 else 0)
+            contiguous.append(how)
+        (self.op_a, self.lda, self.stride_a), (self.op_b, self.ldb, self.stride_b) = contiguous
 
 
 _per_thread = threading.local()
