@@ -119,3 +119,35 @@ def test_row_source_compiles_to_ptx_for_hopper(tmp_path, dtype, which):
                              "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert f".entry {source.name}(" in (tmp_path / "kernel.ptx").read_text()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")
+def test_an_input_read_only_through_a_prologue_view_is_left_unread(tmp_path):
+    """cross_entropy's loss: picked (N, 1) squeezed by a reshape in the group's prologue;
+    the kernel reads the view, not picked itself (it refused the group as \"read at two
+    alignments\", and every MLP step ran it unfused)."""
+    rows = 64
+    calls = [Call("reshape", 10, (1,), ((rows,),), (rows,), "float32", SITE),
+             Call("sub", 11, (2, 10), ("float32",), (rows,), "float32", SITE),
+             Call("sum", 12, (11,), ((0,), False), (), "float32", SITE)]
+    group, program = plan_rows(calls, {1: "float32", 2: "float32"}, {1: (rows, 1), 2: (rows,)})
+    p = group.prologue
+    assert p == 1 and group.rows == 0
+    # As fused.py runs it: the prologue's view joins the inputs, the kernel takes the rest.
+    members = group.members[p:]
+    steps = tuple((j - p, args) for j, args in program.steps[p:])
+    arrays = [np.empty((rows, 1), np.float32), np.empty((rows,), np.float32),
+              np.empty((rows,), np.float32)]
+    assert len(group.inputs) + p == len(arrays)
+    layout, *_ = rowgen.row_layout(group.shape, group.rows, members, steps,
+                                   [(a.shape, a.strides, 4) for a in arrays], [True] * 3, 4)
+    assert layout.kinds[0] == "unused"
+    source = rowgen.render(members, steps, program.materialize[p:],
+                           tuple(m.shape == group.shape for m in members), ["float32"] * 3,
+                           layout, 4, 256)
+    assert "in0[" not in source.code
+    path = tmp_path / "kernel.cu"
+    path.write_text(source.code)
+    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
+                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -73,7 +73,8 @@ class RowLayout:
     - ``contig``: the columns are contiguous (offset = row offset + column);
       ``contig_v`` the same, loaded ``vector`` elements at a time;
     - ``strided``: column offsets from the column's coordinates over ``col_rank``
-      coalesced dims.
+      coalesced dims;
+    - ``unused``: read only through a prologue view (which is an input of its own).
 
     Row offsets come from the row index over ``row_rank`` coalesced dims.
     """
@@ -112,7 +113,7 @@ class _Slots:
 
     def __init__(self, input_dtypes: Sequence[str], kinds: Sequence[str]) -> None:
         self.dtypes = list(input_dtypes)
-        self.row = [kind in ("scalar", "row") for kind in kinds]
+        self.row = [kind in ("scalar", "row") for kind in kinds]  # unused: never reached
         self.phase = [0] * len(kinds)
 
 
@@ -166,7 +167,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     params = [f"const {STORAGE[d]}* __restrict__ in{k}" for k, d in enumerate(input_dtypes)]
     params += [f"{STORAGE[members[j].dtype]}* __restrict__ out{j}" for j in outputs]
     params += ["long long R", "int L"]
-    located = [k for k, kind in enumerate(kinds) if kind != "scalar"]
+    located = [k for k, kind in enumerate(kinds) if kind not in ("scalar", "unused")]
     strided = [k for k, kind in enumerate(kinds) if kind == "strided"]
     params += [f"long long rsize{d}" for d in range(layout.row_rank)]
     params += [f"long long rstride{k}_{d}" for k in located for d in range(layout.row_rank)]
@@ -399,13 +400,17 @@ def row_layout(shape: tuple[int, ...], r: int, members: Sequence[Any],
     kinds: list[str] = []
     strides: list[list[int] | None] = []
     for k, (a_shape, a_strides, itemsize) in enumerate(inputs):
+        if k not in consumers:  # read only through a prologue view (taken as an input too)
+            kinds.append("unused")
+            strides.append(None)
+            continue
         if math.prod(a_shape) == 1:
             kinds.append("scalar")
             strides.append(None)
             continue
         # An input lines up with the right end of its reader's shape: S, or the rows' shape
         # without the reduced dims (then it lies over S's leading dims).
-        ends = {n if rank == n else r for rank in consumers.get(k, {n})}
+        ends = {n if rank == n else r for rank in consumers[k]}
         if len(ends) != 1 or len(a_shape) > min(ends):
             raise ValueError(f"row kernel: input {k} of shape {a_shape} is read at two "
                              f"alignments in a group over {shape}")
