@@ -259,23 +259,29 @@ def ember_mlp_step(x_np: np.ndarray, y_np: np.ndarray,
     return step
 
 
-def mlp_step() -> None:
+def torch_mlp_step(x_np: np.ndarray, y_np: np.ndarray) -> Callable[[], Any]:
+    """The same Adam step of the same MLP in PyTorch (also what gpu_time.py times)."""
     sizes = MLP_SIZES
-    x_np, y_np = mlp_data()
-    em_step = ember_mlp_step(x_np, y_np)
-    tmodel = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
-                                 torch.nn.Linear(sizes[1], sizes[2]), torch.nn.ReLU(),
-                                 torch.nn.Linear(sizes[2], sizes[3])).cuda()
-    topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
+    model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
+                                torch.nn.Linear(sizes[1], sizes[2]), torch.nn.ReLU(),
+                                torch.nn.Linear(sizes[2], sizes[3])).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x_t, y_t = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
 
-    def torch_step():
-        topt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(tmodel(x_t), y_t)
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x_t), y_t)
         loss.backward()
-        topt.step()
+        opt.step()
         return loss
 
+    return step
+
+
+def mlp_step() -> None:
+    x_np, y_np = mlp_data()
+    em_step = ember_mlp_step(x_np, y_np)
+    torch_step = torch_mlp_step(x_np, y_np)
     graphed = em.graphed(ember_mlp_step(x_np, y_np, capturable=True), DEV)
     row("MLP step 784-4096-4096-10, batch 4096, Adam, f32", None,
         {"ember": timed(em_step, em_sync, 10),
@@ -308,20 +314,27 @@ def ember_encoder_step(x_np: np.ndarray) -> Callable[[], Any]:
     return step
 
 
+def torch_encoder_step(x_np: np.ndarray) -> Callable[[], Any]:
+    """The same layer's forward+backward in PyTorch (also what gpu_time.py times)."""
+    layer = torch.nn.TransformerEncoderLayer(ENCODER["d_model"], ENCODER["heads"],
+                                             ENCODER["ff"], dropout=0.0,
+                                             batch_first=True).cuda()
+    x_t = torch.from_numpy(x_np).cuda()
+
+    def step():
+        layer.zero_grad(set_to_none=True)
+        layer(x_t).sum().backward()
+        return [p.grad for p in layer.parameters()]
+
+    return step
+
+
 def encoder_layer() -> None:
     d_model, heads, ff, seq, batch = (ENCODER[k] for k in ("d_model", "heads", "ff", "seq",
                                                            "batch"))
     x_np = encoder_input()
     em_step = ember_encoder_step(x_np)
-    tlayer = torch.nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0,
-                                              batch_first=True).cuda()
-    x_t = torch.from_numpy(x_np).cuda()
-
-    def torch_step():
-        tlayer.zero_grad(set_to_none=True)
-        tlayer(x_t).sum().backward()
-        return [p.grad for p in tlayer.parameters()]
-
+    torch_step = torch_encoder_step(x_np)
     graphed = em.graphed(em_step, DEV)
     # The step reads fixed weights and input and returns gradients: pure, so its replays
     # skip the Python (forward, autodiff, op submission) as well.
@@ -387,6 +400,9 @@ def launch_overhead() -> None:
         return y
 
     graphed = em.graphed(em_chain, DEV)
+    # The chain reads a fixed w only: pure, so replays skip the Python too and time the
+    # graph's launch and kernels alone.
+    pure = em.graphed(em_chain, DEV, pure=True)
     w_t = torch.eye(16, device="cuda")
 
     def torch_chain():
@@ -397,6 +413,7 @@ def launch_overhead() -> None:
 
     times = {"ember eager": timed(em_chain, em_sync, 20),
              "ember em.graphed": timed(graphed, em_sync, 20),
+             "ember em.graphed pure": timed(pure, em_sync, 20),
              "torch eager": timed(torch_chain, torch_sync, 20)}
     print(f"| launch: a step of {chain} matmuls 16x16, per matmul | "
           + " | ".join(f"{k} {v / chain * 1e6:.2f} µs" for k, v in times.items())

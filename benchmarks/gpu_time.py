@@ -24,13 +24,13 @@ from torch.profiler import ProfilerActivity, profile
 import ember as em
 from benchmarks.bench_cuda import (
     DEV,
-    ENCODER,
-    MLP_SIZES,
     em_sync,
     ember_encoder_step,
     ember_mlp_step,
     encoder_input,
     mlp_data,
+    torch_encoder_step,
+    torch_mlp_step,
     torch_sync,
 )
 
@@ -65,17 +65,7 @@ def encoder_layer(top: int) -> None:
             top)
     measure("ember encoder em.graphed pure",
             em.graphed(ember_encoder_step(x_np), DEV, pure=True), em_sync, top)
-    layer = torch.nn.TransformerEncoderLayer(ENCODER["d_model"], ENCODER["heads"],
-                                             ENCODER["ff"], dropout=0.0,
-                                             batch_first=True).cuda()
-    x_t = torch.from_numpy(x_np).cuda()
-
-    def torch_step():
-        layer.zero_grad(set_to_none=True)
-        layer(x_t).sum().backward()
-        return [p.grad for p in layer.parameters()]
-
-    measure("torch encoder eager", torch_step, torch_sync, top)
+    measure("torch encoder eager", torch_encoder_step(x_np), torch_sync, top)
 
 
 def mlp_step(top: int) -> None:
@@ -83,21 +73,7 @@ def mlp_step(top: int) -> None:
     measure("ember MLP eager", ember_mlp_step(x_np, y_np), em_sync, top)
     measure("ember MLP em.graphed (capturable Adam)",
             em.graphed(ember_mlp_step(x_np, y_np, capturable=True), DEV), em_sync, top)
-    s = MLP_SIZES
-    model = torch.nn.Sequential(torch.nn.Linear(s[0], s[1]), torch.nn.ReLU(),
-                                torch.nn.Linear(s[1], s[2]), torch.nn.ReLU(),
-                                torch.nn.Linear(s[2], s[3])).cuda()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x_t, y_t = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
-
-    def torch_step():
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x_t), y_t)
-        loss.backward()
-        opt.step()
-        return loss
-
-    measure("torch MLP eager", torch_step, torch_sync, top)
+    measure("torch MLP eager", torch_mlp_step(x_np, y_np), torch_sync, top)
 
 
 if __name__ == "__main__":

@@ -14,33 +14,11 @@ import cupy as cp
 import numpy as np
 import torch
 
+from benchmarks.bench_cuda import event_seconds, torch_event_seconds
 from ember.kernels.cupy import gemm
 
 DTYPES = {"float32": (np.float32, torch.float32), "bfloat16": (None, torch.bfloat16),
           "float16": (np.float16, torch.float16)}
-
-
-def event_ms(run, repeats: int = 20) -> float:
-    stream = cp.cuda.get_current_stream()
-    run()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record(stream)
-    for _ in range(repeats):
-        run()
-    end.record(stream)
-    end.synchronize()
-    return cp.cuda.get_elapsed_time(start, end) / repeats
-
-
-def torch_event_ms(run, repeats: int = 20) -> float:
-    run()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        run()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / repeats
 
 
 def main() -> None:
@@ -54,18 +32,18 @@ def main() -> None:
             b_t = torch.randn(n, n, device="cuda", dtype=t_dtype)
             a, b = cp.from_dlpack(a_t), cp.from_dlpack(b_t)
             flops = 2 * n ** 3
-            runs = {"ember": lambda: event_ms(lambda: ours.matmul(a, b, name)),
-                    "ember, no workspace set": lambda: event_ms(
+            runs = {"ember": lambda: event_seconds(lambda: ours.matmul(a, b, name)),
+                    "ember, no workspace set": lambda: event_seconds(
                         lambda: own_workspace.matmul(a, b, name)),
-                    "torch": lambda: torch_event_ms(lambda: torch.mm(a_t, b_t))}
+                    "torch": lambda: torch_event_seconds(lambda: torch.mm(a_t, b_t))}
             if np_dtype is not None:
-                runs["cupy"] = lambda: event_ms(lambda: cp.matmul(a, b))
+                runs["cupy"] = lambda: event_seconds(lambda: cp.matmul(a, b))
             # Three interleaved rounds, the best of each: clocks ramp and drift.
             times = {k: run() for k, run in runs.items()}
             for _ in range(2):
                 for k, run in runs.items():
                     times[k] = min(times[k], run())
-            cells = " | ".join(f"{k} {flops / (v / 1e3) / 1e12:.1f}" for k, v in times.items())
+            cells = " | ".join(f"{k} {flops / v / 1e12:.1f}" for k, v in times.items())
             print(f"| {name} {n}³ (TFLOP/s, kernel only) | {cells} |", flush=True)
 
 
