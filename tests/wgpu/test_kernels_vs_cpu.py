@@ -136,6 +136,25 @@ def test_out_of_range_index_fails_at_the_read(make) -> None:
         result.numpy()
 
 
+def test_index_checks_wait_for_a_read_of_what_they_spoil() -> None:
+    """A gather's fault buffer is read when a value computed from it is, not at once:
+    unrelated values read without it, and the spoiled ones fail with the op's error."""
+    device = WGPU[0]
+    x = em.tensor(np.arange(3, dtype=np.float32), device=device)
+    spoiled = (x.gather(0, em.tensor([0, 3], device=device)) * 2.0).sum()
+    fine = x.gather(0, em.tensor([2, 1], device=device)) + 1.0
+    em.sync(device)  # a sync resolves the pending checks too
+    np.testing.assert_array_equal(fine.numpy(), [3.0, 2.0])
+    with pytest.raises(em.KernelError, match="gather: index 3 is out of range for dim 0"):
+        spoiled.item()
+    later = x.gather(0, em.tensor([5], device=device))
+    (x + 0.0).numpy()  # an unrelated read, queued after the gather: it ran, unresolved
+    assert device.actor.taints.pending
+    with pytest.raises(em.KernelError, match="index 5"):
+        later.numpy()
+    assert not device.actor.taints.pending
+
+
 @pytest.mark.parametrize("make", [
     lambda d: em.rand(1000, device=d),
     lambda d: em.rand(37, 5, dtype=em.float16, device=d),

@@ -54,6 +54,7 @@ class WgpuBackend:
     def __init__(self, index: int) -> None:
         self.index = index
         self.rt = Runtime(index)
+        self.deferred = self.rt.faults  # index checks resolved by the actor on a read
 
     def check_dtype(self, dtype: str, op: str, values: np.ndarray | None = None) -> None:
         """Raise ``DTypeError`` on the caller's thread when ``op`` makes a ``dtype`` this

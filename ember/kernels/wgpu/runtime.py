@@ -29,6 +29,7 @@ import numpy as np
 
 from ember.actors import trace as _trace
 from ember.errors import DeviceError
+from ember.kernels.wgpu.fault_checks import FaultChecks
 from ember.kernels.wgpu.pool import BufferPool
 from ember.kernels.wgpu.table import (STORAGE, Allocation, WgpuArray, check_dtype, check_values,
                                       contiguous_strides)
@@ -102,6 +103,8 @@ class Runtime:
                               f"em.available('wgpu') lists usable devices")
         self._wgpu = wgpu
         self.name = f"wgpu:{index}"
+        # Gathers' fault buffers the device actor resolves when it reads (fault_checks.py).
+        self.faults = FaultChecks(self)
         adapter = found[index]
         self.adapter_name = adapter.info.get("device", "unknown")
         self.has_f16 = "shader-f16" in adapter.features

@@ -19,9 +19,9 @@ float sums over repeated indices may differ from the CPU's sequential
 
 Index values: ``wrap`` adds the axis size to negative values first (``t[idx]``, as
 PyTorch); any value still outside ``[0, axis size)`` skips the element and records
-itself in a two-word fault buffer that the host reads back and raises as
-``IndexError`` (the reader sees ``KernelError``). That read waits for the device:
-an indexed gather costs one round trip, the price of reporting bad indices at all.
+itself in a two-word fault buffer, read back only when a value computed from the op
+is read (fault_checks.py): then it raises as ``IndexError`` (the reader sees
+``KernelError``), without a round trip per gather.
 """
 
 from __future__ import annotations
@@ -190,11 +190,8 @@ def launch(rt: Runtime, shape: Sequence[int], dst: WgpuArray, dst_strides: Seque
         return
     fault = rt.upload(np.zeros(2, np.int32))
     rt.dispatch(source, [dst, fault], [src, index.array], params, rt.groups(count))
-    hit, bad = rt.read(fault).tolist()
-    if hit:
-        op, dim = index.where
-        raise IndexError(f"{op}: index {bad} is out of range for dim {dim} of size "
-                         f"{index.axis_size}")
+    op, dim = index.where
+    rt.faults.defer(fault, op, dim, index.axis_size)
 
 
 def copy_into(rt: Runtime, dst: WgpuArray, src: WgpuArray) -> None:
