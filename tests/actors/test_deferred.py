@@ -158,3 +158,13 @@ def test_a_graphed_step_re_arms_its_captured_checks_at_every_replay(device) -> N
     index = em.tensor([[0], [0], [0]], device=device)
     step().item()  # in range again: no error (the recording "graph" recomputes nothing)
     assert step.graph_stats()["replays"] == 3
+
+
+def test_a_transfer_out_resolves_first(device) -> None:
+    """A tainted value sent to another device is checked before it leaves: the copy on the
+    other device fails with the same error, a clean one arrives."""
+    moved = _gathered(device, [[0], [9], [0]]).to(em.cpu())
+    with pytest.raises(em.KernelError, match="gather: index 9"):
+        moved.numpy()
+    np.testing.assert_array_equal(_gathered(device, [[1], [1], [1]]).to(em.cpu()).numpy(),
+                                  [[1.0], [5.0], [9.0]])
