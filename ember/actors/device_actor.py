@@ -260,7 +260,7 @@ class DeviceActor:
         self.submit(StepEnd(token, args, results), 0)
 
     def replay_step(self, msg: ReplayStep, nbytes: int) -> None:
-        """Queue the replay of a captured pure step (``StepGraphs.pure_graph``)."""
+        """Queue the replay of a captured pure step (``StepGraphs.replay_pure``)."""
         self.submit(msg, nbytes)
 
     def wait(self, waiter: Waiter) -> Any:
@@ -466,7 +466,6 @@ class DeviceActor:
         self._executed += ops
         self._kernels += 1
 
-
     def _report_progress(self, count: int) -> None:
         with self._lock:
             self._claimed_ops -= count
@@ -515,14 +514,11 @@ class DeviceActor:
             value = self.backend.run(msg, [env[i] for i in msg.inputs])
         except Exception as exc:
             self._failed[msg.out] = _kernel_error(msg.op, msg.site, exc)
-            if self._taints is not None and self._taints.created:
-                self._taint((), (), msg.op, msg.site)  # checks it made before it failed
+            self._taint((), (), msg.op, msg.site)  # checks it made before it failed
             return
         self._kernels += 1
         self._store(msg.out, value)
-        taints = self._taints
-        if taints is not None and (taints.of or taints.created):
-            self._taint(msg.inputs, (msg.out,), msg.op, msg.site)
+        self._taint(msg.inputs, (msg.out,), msg.op, msg.site)
 
     def _stored_dtype(self, tensor_id: int) -> str | None:
         value = self._env.get(tensor_id)
@@ -554,8 +550,7 @@ class DeviceActor:
         self._bytes_held -= sum(map(self.backend.owned_nbytes, dead))
         for tensor_id, value in values:
             self._store(tensor_id, value)
-        taints = self._taints
-        if taints is not None and taints.of:
+        if self._taints is not None:
             self._taint(group.inputs, [tensor_id for tensor_id, _ in values], "fused", None)
         while dead:
             value = dead.pop()  # a local, as release expects of its caller
@@ -576,8 +571,7 @@ class DeviceActor:
                 values = self.backend.run(msg, [env[i] for i in msg.inputs])
             except Exception as exc:
                 err = _kernel_error(msg.op, msg.site, exc)
-                if self._taints is not None and self._taints.created:
-                    self._taint((), (), msg.op, msg.site)
+                self._taint((), (), msg.op, msg.site)
         if err is not None:
             for out in msg.outs:
                 self._failed[out] = err
@@ -585,12 +579,14 @@ class DeviceActor:
         self._kernels += 1
         for out, value in zip(msg.outs, values, strict=True):
             self._store(out, value)
-        taints = self._taints
-        if taints is not None and (taints.of or taints.created):
-            self._taint(msg.inputs, msg.outs, msg.op, msg.site)
+        self._taint(msg.inputs, msg.outs, msg.op, msg.site)
 
     def _taint(self, inputs: Any, outs: Any, op: str, site: Any) -> None:
+        """After an op ran (or failed): taint ``outs`` with the checks it made and its
+        inputs' (nothing to do, the common case, unless some are pending)."""
         taints = self._taints
+        if taints is None or not (taints.of or taints.created):
+            return
         taints.mark(inputs, outs, op, site)
         if taints.too_many():
             self._resolve_checks()
