@@ -128,8 +128,8 @@ class FusedKernels:
         stored = self._widened(group.key, needed)
         # The layout of every input (prologue views included) and its alignment for
         # vector loads (at most 8 elements of 4 bytes).
-        key = (group.key, stored, tuple((a.shape, a.strides, a.dtype.char, a.data.ptr % 32)
-                                        for a in inputs))
+        key = (group.key, stored, group.shape,
+               tuple((a.shape, a.strides, a.dtype.char, a.data.ptr % 32) for a in inputs))
         launch = self._launches.get(key)
         if launch is not None:
             made = launch.run(inputs)
