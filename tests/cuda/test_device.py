@@ -94,3 +94,19 @@ def test_sync_waits_for_the_gpu(cuda):
     em.sync(cuda)
     assert _backend(cuda).stream.done
     assert products[-1].shape == (4096, 4096)
+
+
+def test_groups_differing_only_in_scalars_share_one_kernel_and_launch_plan(cuda):
+    """An optimizer's per-step scalars (learning rate schedules, Adam's bias corrections)
+    are kernel arguments: other values compile nothing new and give their own results."""
+    x_np = np.linspace(-2.0, 2.0, 4096, dtype=np.float32)
+    x = em.from_numpy(x_np, device=cuda)
+    fused = _backend(cuda).fused
+    for scale in (0.5, 1.5):  # the first run of the structure may compile and tune
+        ((x * scale + 1.0).relu() - scale).numpy()
+    compiled, launched = fused.compiled, fused.launched
+    for scale in (0.25, 2.0, -3.0, 7.5):
+        got = ((x * scale + 1.0).relu() - scale).numpy()
+        np.testing.assert_allclose(got, np.maximum(x_np * np.float32(scale) + 1, 0) - scale,
+                                   rtol=1e-6, atol=1e-6)
+    assert fused.compiled == compiled and fused.launched == launched + 4

@@ -67,7 +67,8 @@ class _Part:
 
 class _Launch:
     """A group's launch once planned for an input layout: the kernel, its grid, the
-    outputs it writes and the arguments after the arrays (sizes, strides, scalars)."""
+    outputs it writes and the arguments after the arrays (sizes, strides; the scalars
+    come with each run)."""
 
     __slots__ = ("block", "grid", "kernel", "outputs", "tail")
 
@@ -77,11 +78,11 @@ class _Launch:
         self.outputs = outputs  # (member position, shape, NumPy dtype)
         self.tail = tail
 
-    def run(self, inputs: list) -> list[tuple[int, cupy.ndarray]]:
+    def run(self, inputs: list, scalars: list) -> list[tuple[int, cupy.ndarray]]:
         made = [(j, cupy.empty(shape, dtype)) for j, shape, dtype in self.outputs]
         if self.kernel is not None:
             self.kernel((self.grid,), (self.block,),
-                        (*inputs, *(array for _, array in made), *self.tail))
+                        (*inputs, *(array for _, array in made), *self.tail, *scalars))
         return made
 
 
@@ -125,37 +126,47 @@ class FusedKernels:
         views = [(members[j].out, inputs[len(group.inputs) + j])
                  for j in range(p) if program.materialize[j]]
         needed = program.materialize[p:]
-        stored = self._widened(group.key, needed)
+        # The group's structure without its scalars' values (arguments of the kernel: an
+        # optimizer's per-step scalars must not make every step a new structure) and
+        # without which members it stores (see _widened).
+        key = group.key
+        structure = (tuple((m.op, cexpr.attr_shape(m), m.dtype) for m in members),
+                     program.steps, key[1], *key[3:])
+        stored = self._widened(structure, needed)
+        scalars = [cexpr.scalar_value(dtype, value)
+                   for dtype, value in cexpr.scalar_arguments(members, program.steps)]
         # The layout of every input (prologue views included) and its alignment for
         # vector loads (at most 8 elements of 4 bytes).
-        key = (group.key, stored, group.shape,
-               tuple((a.shape, a.strides, a.dtype.char, a.data.ptr % 32) for a in inputs))
-        launch = self._launches.get(key)
+        launch_key = (structure, stored, group.shape,
+                      tuple((a.shape, a.strides, a.dtype.char, a.data.ptr % 32)
+                            for a in inputs))
+        launch = self._launches.get(launch_key)
         if launch is not None:
-            made = launch.run(inputs)
+            made = launch.run(inputs, scalars)
         else:
             part = _Part(members[p:], group.shape)
             rest = Program(tuple((j - p, args) for j, args in program.steps[p:]), stored)
             if group.rows is None:
-                launch, made = self._elementwise(part, rest, inputs)
+                launch, made = self._elementwise(part, rest, inputs, scalars)
             else:
-                launch, made = self._rows(part, rest, inputs, group.rows)
+                launch, made = self._rows(part, rest, inputs, group.rows, scalars)
             if len(self._launches) >= _MAX_LAUNCHES:
                 self._launches.clear()
-            self._launches[key] = launch
+            self._launches[launch_key] = launch
         self.launched += 1
         return views + [(members[p + j].out, array) for j, array in made if needed[j]]
 
-    def _widened(self, key: tuple, needed: tuple[bool, ...]) -> tuple[bool, ...]:
+    def _widened(self, structure: tuple, needed: tuple[bool, ...]) -> tuple[bool, ...]:
         """The members a group's kernel stores: every one that any group of this
-        structure needed so far, a superset of ``needed``.
+        ``structure`` needed so far, a superset of ``needed``.
 
         Which members a group must store depends on which handles died in its batch,
         which depends on timing; each pattern was a new kernel, compiled and autotuned
         mid-run (on the H200, an encoder layer's add+relu group met a new pattern after
-        50 steps: 0.4 s). A wider kernel writes a few more outputs, dropped at once.
+        50 steps: 0.4 s; an MLP step with Adam, whose scalars change every step, compiled
+        8 kernels in 30 steps while its structures still held the scalars' values). A
+        wider kernel writes a few more outputs, dropped at once.
         """
-        structure = (key[0], key[1], *key[3:])  # the group's key less its outputs
         wide = self._materialize.get(structure)
         if wide is None or len(wide) != len(needed):
             if len(self._materialize) < 4096:
@@ -167,8 +178,8 @@ class FusedKernels:
         self._materialize[structure] = union
         return union
 
-    def _elementwise(self, group: _Part, program: Program,
-                     inputs: list) -> tuple[_Launch, list]:
+    def _elementwise(self, group: _Part, program: Program, inputs: list,
+                     scalars: list) -> tuple[_Launch, list]:
         """Plan (tuning on first use) and run an elementwise group: (its launch, outputs)."""
         shape = group.shape
         members = group.members
@@ -200,9 +211,7 @@ class FusedKernels:
         if strided:
             tail += [np.int64(s) for s in sizes]
             tail += [np.int64(s) for per_input in strides for s in per_input]
-        tail += [cexpr.scalar_value(dtype, value)
-                 for dtype, value in cexpr.scalar_arguments(members, program.steps)]
-        args = (*inputs, *outputs.values(), *tail)
+        args = (*inputs, *outputs.values(), *tail, *scalars)
 
         def plan(variant: tuple[int, int, int, int]) -> tuple[Any, int, int]:
             block, vector, unroll, per_sm = variant
@@ -225,8 +234,8 @@ class FusedKernels:
         chosen[0]((chosen[1],), (chosen[2],), args)
         return found, list(outputs.items())
 
-    def _rows(self, group: _Part, program: Program, inputs: list,
-              r: int) -> tuple[_Launch, list]:
+    def _rows(self, group: _Part, program: Program, inputs: list, r: int,
+              scalars: list) -> tuple[_Launch, list]:
         """Plan (tuning on first use) and run a row group: (its launch, outputs)."""
         shape = group.shape
         members = group.members
@@ -254,9 +263,7 @@ class FusedKernels:
         if col_strides:
             tail += [np.int32(s) for s in col_sizes]
             tail += [np.int32(s) for per_input in col_strides for s in per_input]
-        tail += [cexpr.scalar_value(dtype, value)
-                 for dtype, value in cexpr.scalar_arguments(members, program.steps)]
-        args = (*inputs, *outputs.values(), *tail)
+        args = (*inputs, *outputs.values(), *tail, *scalars)
         grid = min(rows, self._sms_count() * _BLOCKS_PER_SM)
 
         def kernel_for(block: int) -> Any:
