@@ -134,7 +134,7 @@ class _Run:
     first reduction.
     """
 
-    __slots__ = ("prologue", "members", "produced", "external", "shape", "rows", "end")
+    __slots__ = ("prologue", "members", "produced", "external", "shape", "rows", "end", "size")
 
     def __init__(self) -> None:
         self.prologue: list[Call] = []
@@ -144,6 +144,7 @@ class _Run:
         self.shape: tuple[int, ...] | None = None
         self.rows: int | None = None
         self.end = -1
+        self.size = 0  # prologue and members
 
     def _reduced(self, shape: tuple[int, ...]) -> bool:
         """Whether ``shape`` is the rows of S with or without the reduced dims' size-1 axes."""
@@ -156,12 +157,16 @@ class _Run:
                 max_inputs: int) -> bool:
         """Whether ``msg`` (of ``kind`` "elementwise", "reduce" or "view") joins the run;
         ``in_shape`` is the shape of its first input, where known."""
-        if len(self.prologue) + len(self.members) >= MAX_MEMBERS:
+        if self.size >= MAX_MEMBERS:
             return False
-        new = sum(1 for i in msg.inputs if i not in self.produced and i not in self.external)
-        if len(self.external) + new > max_inputs:
+        produced, external = self.produced, self.external
+        new = 0
+        for i in msg.inputs:
+            if i not in produced and i not in external:
+                new += 1
+        if new and len(external) + new > max_inputs:
             return False
-        internal = msg.inputs[0] in self.produced if msg.inputs else False
+        internal = msg.inputs[0] in produced if msg.inputs else False
         if kind == "view" and not internal:
             return self.shape is None or _broadcasts_into(msg.shape, self.shape)
         if self.shape is None:
@@ -206,6 +211,7 @@ class _Run:
             self.members.append(msg)
         self.produced[msg.out] = msg.shape
         self.end = position
+        self.size += 1
 
 
 class FusionPlanner:
@@ -282,9 +288,10 @@ class FusionPlanner:
             if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
                 run.add(msg, role, in_shape, position)
                 continue
-            self._close(run, out, dropped, last_read)
-            out.extend(deferred)
-            run, deferred = _Run(), []
+            if run.size:  # an empty run (the common case between calls) stays as it is
+                self._close(run, out, dropped, last_read)
+                out.extend(deferred)
+                run, deferred = _Run(), []
             if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
                 run.add(msg, role, in_shape, position)
             else:
