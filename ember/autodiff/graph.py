@@ -80,18 +80,21 @@ def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
     if _paused.get():
         return
     parents = tuple([t._node for t in inputs])
-    if not any(p is not None for p in parents) or op in NOT_DIFFERENTIABLE:
+    if parents.count(None) == len(parents) or op in NOT_DIFFERENTIABLE:
         return
-    if all(o.dtype.kind != "f" for o in outputs):
-        return  # integer and bool results carry no gradient
+    multi = len(outputs) > 1
+    if multi:
+        if all(o.dtype.kind != "f" for o in outputs):
+            return  # integer and bool results carry no gradient
+    elif outputs[0].dtype.kind != "f":
+        return
     rule = BACKWARD.get(op)
     if rule is None:
         raise EmberError(f"{op}: no gradient rule is defined for this op; help: call .detach() "
                          f"on its tracked inputs if no gradient should flow through it")
     device = outputs[0].device
-    multi = len(outputs) > 1
-    node = Node(op, rule, attrs, parents, tuple(t.shape for t in inputs),
-                tuple(t.dtype for t in inputs),
+    node = Node(op, rule, attrs, parents, tuple([t.shape for t in inputs]),
+                tuple([t.dtype for t in inputs]),
                 tuple(o.shape for o in outputs) if multi else outputs[0].shape,
                 tuple(o.dtype for o in outputs) if multi else outputs[0].dtype, device)
     balanced = device.checkpointing == "balanced"
@@ -118,6 +121,9 @@ def _untracked_copies(outputs: tuple, multi: bool) -> Any:
     """New handles to the outputs' buffers: a node must not hold its own output's handle."""
     from ember.ops._core import call
 
-    with no_record():
-        copies = tuple(call("alias", (o,), o.shape, o.dtype) for o in outputs)
+    token = _paused.set(True)  # as no_record(), without a generator per recorded op
+    try:
+        copies = tuple([call("alias", (o,), o.shape, o.dtype) for o in outputs])
+    finally:
+        _paused.reset(token)
     return copies if multi else copies[0]
