@@ -51,13 +51,16 @@ def _tensor_args(args: tuple, kwargs: dict) -> list[Tensor]:
 
 def _call_key(args: tuple, kwargs: dict) -> tuple:
     """What selects a pure step's graph: each tensor argument's shape, dtype and device,
-    and every other argument's value."""
+    which tensor arguments are the same tensor (a graph captured with ``f(x, x)`` reads
+    one input), and every other argument's value."""
     def part(value: Any) -> Any:
         if isinstance(value, Tensor):
             return (Tensor, value.shape, value.dtype.name, value.device.name)
         return value
 
-    key = (tuple(part(a) for a in args), tuple((k, part(kwargs[k])) for k in sorted(kwargs)))
+    ids = [t._id for t in _tensor_args(args, kwargs)]
+    key = (tuple(part(a) for a in args), tuple((k, part(kwargs[k])) for k in sorted(kwargs)),
+           tuple(ids.index(i) for i in ids))
     try:
         hash(key)
     except TypeError:

@@ -258,6 +258,25 @@ def test_a_pure_replay_reads_its_new_arguments() -> None:
         step(failed).numpy()  # an argument that failed fails the results
 
 
+def test_a_pure_step_called_with_one_tensor_twice_is_another_graph() -> None:
+    """Captured as f(x, x), the graph has one input: f(x, y) must not replay it."""
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    calls = []
+
+    def fn(a, b):
+        calls.append(1)
+        return a - b
+
+    step = em.graphed(fn, device, pure=True)
+    x, y = em.ones(3, device=device), em.zeros(3, device=device)
+    for _ in range(3):
+        np.testing.assert_array_equal(step(x, x).numpy(), [0.0] * 3)
+    assert len(calls) == 2
+    np.testing.assert_array_equal(step(x, y).numpy(), [1.0] * 3)
+    assert len(calls) == 3
+
+
 def test_a_pure_replay_fails_when_a_tensor_it_read_is_gone() -> None:
     device = device_with(RecordingCapturer())
     held = [em.ones(3, device=device)]
