@@ -49,10 +49,10 @@ extern "C" __global__ void ember_index_range_{dtype}(
 class RangeCheck:
     """One deferred check: where it records, and what its error names."""
 
-    __slots__ = ("dim", "kept", "low", "op", "size", "slot")
+    __slots__ = ("dim", "kept", "op", "size", "slot")
 
-    def __init__(self, op: str, slot: int, low: int, size: int, dim: int) -> None:
-        self.op, self.slot, self.low, self.size, self.dim = op, slot, low, size, dim
+    def __init__(self, op: str, slot: int, size: int, dim: int) -> None:
+        self.op, self.slot, self.size, self.dim = op, slot, size, dim
         self.kept = False
 
 
@@ -97,7 +97,7 @@ class RangeChecks:
         blocks = min(_MAX_BLOCKS, -(-n // _BLOCK))
         kernel((blocks,), (_BLOCK,), (index, np.int64(n), np.int64(low), np.int64(size),
                                       self._table[slot]))
-        self.created.append(RangeCheck(op, slot, low, size, dim))
+        self.created.append(RangeCheck(op, slot, size, dim))
 
     def keep(self, checks: Any) -> None:
         """``checks`` were captured into a graph: their slots stay theirs."""
