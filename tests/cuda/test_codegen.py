@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
-from ember.actors.ir import Call
+from ember.actors.ir import Call, Drop
 from ember.kernels.cupy import codegen
 from ember.kernels.fusion import cexpr
+from ember.kernels.fusion.planner import FusionPlanner
 from tests.cuda.groups import SITE, gelu_tanh_chain, plan
 
 F32 = {1: "float32", 2: "float32", 3: "float32"}
@@ -169,3 +170,23 @@ def test_unrolled_sources_compile_with_every_load_a_vector(tmp_path, dtype, vect
     # Every tile's vector, 16 bytes per instruction at most (the compiler may also
     # duplicate the loop's body).
     assert len(loads) >= unroll * max(1, wide // 16)
+
+
+def test_group_structure_leaves_out_scalar_values_and_stored_members():
+    """Groups that differ only in a scalar's value (an optimizer's per-step factor) or in
+    which members they store share one structure; another op or wiring does not."""
+    def structure(scale: float, drop_first: bool = False, op: str = "gelu_tanh") -> tuple:
+        calls = gelu_tanh_chain(scale=scale)
+        calls[2] = Call(op, 12, (11,), (), calls[2].shape, "float32", SITE)
+        if drop_first:  # the handle of the first member died: it need not be stored
+            calls.append(Drop(10))
+        planner = FusionPlanner(codegen.fusible, 32)
+        group = planner.plan(calls, F32.get)[0]
+        return codegen.group_structure(group, planner.program(group))
+
+    assert structure(0.5) == structure(2.0)
+    kept, dropped = (FusionPlanner(codegen.fusible, 32).plan(gelu_tanh_chain() + extra, F32.get)[0]
+                     for extra in ([], [Drop(10)]))
+    assert kept.key != dropped.key  # the planner's keys differ: the first is not stored
+    assert structure(0.5) == structure(0.5, drop_first=True)
+    assert structure(0.5) != structure(0.5, op="sigmoid")

@@ -102,6 +102,8 @@ class FusedKernels:
         # Per group structure and input layout: how to launch it (planning renders keys,
         # lays out strides and asks the tuner: 0.2-0.6 ms of host time per group).
         self._launches: dict[tuple, _Launch] = {}
+        # Per planner key: codegen.group_structure (a Python loop over the members, once).
+        self._structures: dict[tuple, tuple] = {}
         self._sms = 0
         self.compiled = 0
         self.launched = 0
@@ -126,12 +128,11 @@ class FusedKernels:
         views = [(members[j].out, inputs[len(group.inputs) + j])
                  for j in range(p) if program.materialize[j]]
         needed = program.materialize[p:]
-        # The group's structure without its scalars' values (arguments of the kernel: an
-        # optimizer's per-step scalars must not make every step a new structure) and
-        # without which members it stores (see _widened).
-        key = group.key
-        structure = (tuple((m.op, cexpr.attr_shape(m), m.dtype) for m in members),
-                     program.steps, key[1], *key[3:])
+        structure = self._structures.get(group.key)
+        if structure is None:
+            if len(self._structures) >= _MAX_LAUNCHES:
+                self._structures.clear()
+            structure = self._structures[group.key] = codegen.group_structure(group, program)
         stored = self._widened(structure, needed)
         scalars = [cexpr.scalar_value(dtype, value)
                    for dtype, value in cexpr.scalar_arguments(members, program.steps)]
