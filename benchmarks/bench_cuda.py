@@ -41,6 +41,16 @@ DEV = em.cuda(0)
 SQRT_2 = math.sqrt(2.0)
 
 
+def take_precision(args: list[str]) -> list[str]:
+    """Sets ember's float32 matmul precision from ``--precision NAME`` among a script's
+    arguments; returns the others."""
+    if "--precision" not in args:
+        return args
+    at = args.index("--precision")
+    em.set_float32_matmul_precision(args[at + 1])
+    return args[:at] + args[at + 2:]
+
+
 def timed(issue, sync, repeats: int, runs: int = 5) -> float:
     """Median seconds per ``issue()`` over ``runs`` runs of ``repeats`` issues + one sync.
 
@@ -346,6 +356,29 @@ def encoder_layer() -> None:
     print(f"# encoder em.graphed: {graphed.graph_stats()}", flush=True)
 
 
+def matmul_precision() -> None:
+    """The MLP step and the encoder layer at each float32 matmul precision of ember's,
+    against torch at "highest" (its default) and at "high" (TF32 products on CUDA)."""
+    x_np, y_np = mlp_data()
+    e_np = encoder_input()
+    for name in ("highest", "high"):
+        torch.set_float32_matmul_precision(name)
+        row(f"torch eager, float32 matmul precision {name!r}", None,
+            {"MLP step": timed(torch_mlp_step(x_np, y_np), torch_sync, 10),
+             "encoder layer": timed(torch_encoder_step(e_np), torch_sync, 10)})
+    torch.set_float32_matmul_precision("highest")
+    for name in ("highest", "high", "medium"):
+        em.set_float32_matmul_precision(name)
+        mlp_graphed = em.graphed(ember_mlp_step(x_np, y_np, capturable=True), DEV)
+        encoder_pure = em.graphed(ember_encoder_step(e_np), DEV, pure=True)
+        row(f"ember, float32 matmul precision {name!r}", None,
+            {"MLP step": timed(ember_mlp_step(x_np, y_np), em_sync, 10),
+             "MLP em.graphed": timed(mlp_graphed, em_sync, 10),
+             "encoder layer": timed(ember_encoder_step(e_np), em_sync, 10),
+             "encoder em.graphed pure": timed(encoder_pure, em_sync, 10)})
+    em.set_float32_matmul_precision("highest")
+
+
 def data_parallel() -> None:
     """Learner.fit throughput (samples/s of an epoch after a warm-up epoch), 1 vs 2 GPUs."""
     gpus = em.available("cuda")
@@ -425,7 +458,7 @@ if __name__ == "__main__":
     _record_launches()
     sections = {f.__name__: f for f in (kernel_bandwidth, elementwise, matmul_sweep,
                                         launch_overhead, mlp_step, encoder_layer,
-                                        data_parallel)}
+                                        matmul_precision, data_parallel)}
     chosen = sys.argv[1:] or list(sections)
     for section in (sections[name] for name in chosen):
         try:

@@ -6,8 +6,9 @@ so one tool times both frameworks. Per workload: the wall clock per step (``step
 steps in flight, one sync), the summed GPU time of its kernels, copies and memsets
 per step (the floor a host-bound step could reach), and the kernels that take most.
 
-Run: ``PYTHONPATH=. python3 benchmarks/gpu_time.py [encoder_layer] [mlp_step] [--top N]``
-on a machine with a GPU.
+Run: ``PYTHONPATH=. python3 benchmarks/gpu_time.py [encoder_layer] [mlp_step] [--top N]
+[--precision highest|high|medium]`` on a machine with a GPU (the precision: ember's float32
+matmuls'; torch's stay at its default).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from benchmarks.bench_cuda import (
     ember_mlp_step,
     encoder_input,
     mlp_data,
+    take_precision,
     torch_encoder_step,
     torch_mlp_step,
     torch_sync,
@@ -83,6 +85,7 @@ if __name__ == "__main__":
         at = args.index("--top")
         top = int(args[at + 1])
         del args[at:at + 2]
+    args = take_precision(args)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, numpy "
           f"{np.__version__}")
     for name in args or ["encoder_layer", "mlp_step"]:

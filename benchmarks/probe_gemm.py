@@ -22,8 +22,8 @@ DTYPES = {"float32": (np.float32, torch.float32), "bfloat16": (None, torch.bfloa
 
 
 def main() -> None:
-    ours = gemm.Gemm(tf32=False)
-    own_workspace = gemm.Gemm(tf32=False)
+    ours = gemm.Gemm()
+    own_workspace = gemm.Gemm()
     own_workspace._check("cublasSetWorkspace_v2", own_workspace._lib.cublasSetWorkspace_v2(
         own_workspace._handle, ctypes.c_void_p(0), ctypes.c_size_t(0)))
     for name, (np_dtype, t_dtype) in DTYPES.items():

@@ -2,7 +2,8 @@
 time spent running, not waiting for the GIL or the GPU), for the MLP and encoder steps of
 bench_cuda.py issued 10 at a time, beside the caller's CPU time issuing them.
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_worker.py [mlp_step] [encoder_layer]``.
+Run: ``PYTHONPATH=. python3 benchmarks/probe_worker.py [mlp_step] [encoder_layer]
+[--precision highest|high|medium]``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from benchmarks.bench_cuda import (
     ember_mlp_step,
     encoder_input,
     mlp_data,
+    take_precision,
 )
 from ember.actors import device_actor
 from ember.actors.ir import Call, MultiCall
@@ -95,7 +97,7 @@ def probe(name: str, step, steps: int = 30, warmup: int = 20) -> None:
 
 if __name__ == "__main__":
     instrument()
-    chosen = sys.argv[1:] or ["mlp_step", "encoder_layer"]
+    chosen = take_precision(sys.argv[1:]) or ["mlp_step", "encoder_layer"]
     if "mlp_step" in chosen:
         probe("MLP eager", ember_mlp_step(*mlp_data()))
     if "encoder_layer" in chosen:

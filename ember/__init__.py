@@ -36,6 +36,7 @@ from ember.ops.creation import (
 )
 from ember.ops.elementwise import where
 from ember.ops.shape import cat, stack
+from ember.precision import get_float32_matmul_precision, set_float32_matmul_precision
 from ember.record import load, load_safetensors, save, save_safetensors
 from ember.runtime import graphed, run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
@@ -54,6 +55,7 @@ __all__ = [
     "zeros_like",
     "cat", "stack", "where",
     "run", "stats", "sync", "sync_async", "trace", "graphed", "clear_cache",
+    "get_float32_matmul_precision", "set_float32_matmul_precision",
     "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",
 ]

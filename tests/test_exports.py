@@ -17,8 +17,10 @@ API_NAMES = {
     "save", "load", "save_safetensors", "load_safetensors",
 }
 # DESIGN.md's names beyond API.md: em.clear_cache() empties the on-disk kernel caches;
-# em.graphed(step) captures a repeated step as a CUDA graph (issue 7, deliverable 6).
-EXTRA_NAMES = {"Device", "DType", "Tensor", "clear_cache", "graphed"}
+# em.graphed(step) captures a repeated step as a CUDA graph (issue 7, deliverable 6);
+# the float32 matmul precision, torch's names (issue 7: TF32 as an opt-in setting).
+EXTRA_NAMES = {"Device", "DType", "Tensor", "clear_cache", "graphed",
+               "get_float32_matmul_precision", "set_float32_matmul_precision"}
 
 
 def test_all_lists_exactly_the_public_names():

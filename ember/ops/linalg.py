@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
+from ember import precision
 from ember.autodiff.rules import differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.ops._core import broadcast_shapes, call, same_device
@@ -75,7 +76,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
                          f"{b.shape}") from None
     rows = a.shape[-2:-1]  # () for a 1-D lhs
     cols = b.shape[-1:] if b.ndim >= 2 else ()
-    return call("matmul", (a, b), batch + rows + cols, _dtype.promote(a.dtype, b.dtype), (), device)
+    out_dtype = _dtype.promote(a.dtype, b.dtype)
+    attrs = precision.matmul_attrs() if out_dtype is _dtype.float32 else ()
+    return call("matmul", (a, b), batch + rows + cols, out_dtype, attrs, device)
 
 
 @differentiable("matmul", compute_bound=True)

@@ -81,15 +81,23 @@ def test_layout_of_plain_and_transposed_operands() -> None:
 
 
 def test_compute_types() -> None:
-    assert gemm.compute_type("float32", tf32=False) == 68  # CUBLAS_COMPUTE_32F
-    assert gemm.compute_type("float32", tf32=True) == 77  # 32F_FAST_TF32
-    assert gemm.compute_type("bfloat16", tf32=True) == 68  # TF32 is float32's alone
-    assert gemm.compute_type("float64", tf32=False) == 70
+    assert gemm.compute_type("float32", "highest") == 68  # CUBLAS_COMPUTE_32F
+    assert gemm.compute_type("float32", "medium") == 77  # 32F_FAST_TF32
+    assert gemm.compute_type("float32", "high") == 77  # three TF32 products of split parts
+    assert gemm.compute_type("bfloat16", "medium") == 68  # TF32 is float32's alone
+    assert gemm.compute_type("float64", "high") == 70
+
+
+@pytest.mark.parametrize("precision", ["highest", "high", "medium"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_only_float32_at_high_precision_is_split(precision, dtype):
+    plan = gemm._Plan(_r(3, 4), _r(4, 2), dtype, precision)
+    assert plan.split == (dtype == "float32" and precision == "high")
 
 
 def _through_plan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The product as a cached ``_Plan`` hands it to cuBLAS (copies made as it says)."""
-    plan = gemm._Plan(a, b, "float32", tf32=False)
+    plan = gemm._Plan(a, b, "float32", "highest")
     if plan.copy_a:
         a = np.ascontiguousarray(np.broadcast_to(a, plan.batch + a.shape[-2:]))
     if plan.copy_b:
@@ -112,15 +120,16 @@ def test_a_plan_gives_numpys_product_and_copies_only_what_cublas_cannot_read(cas
         b = b[0]
     elif case == "strided":
         a = np.repeat(a, 2, axis=2)[..., ::2]  # every other column: no layout cuBLAS reads
-    plan = gemm._Plan(a, b, "float32", tf32=False)
+    plan = gemm._Plan(a, b, "float32", "highest")
     assert plan.copy_a == (case == "strided") and not plan.copy_b
     assert plan.count == (1 if case in ("plain", "weight_t") else 3)
     np.testing.assert_allclose(_through_plan(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-6)
 
 
 def test_a_plan_of_nothing_to_multiply():
-    plan = gemm._Plan(np.ones((2, 0), np.float32), np.ones((0, 3), np.float32), "float32", False)
+    plan = gemm._Plan(np.ones((2, 0), np.float32), np.ones((0, 3), np.float32), "float32", "highest")
     assert plan.empty and plan.zero and plan.out_shape == (2, 3)
-    plan = gemm._Plan(np.ones((0, 4), np.float32), np.ones((4, 3), np.float32), "float32", True)
+    plan = gemm._Plan(np.ones((0, 4), np.float32), np.ones((4, 3), np.float32), "float32",
+                      "medium")
     assert plan.empty and not plan.zero
-    assert plan.compute == gemm.compute_type("float32", True)
+    assert plan.compute == gemm.compute_type("float32", "medium")

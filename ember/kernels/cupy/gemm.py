@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ember.kernels.cupy import tf32_split
+
 # cudaDataType, cublasComputeType_t and cublasOperation_t values (cuBLAS headers).
 _CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_R_16BF = 0, 1, 2, 14
 _COMPUTE_32F, _COMPUTE_64F, _COMPUTE_32F_FAST_TF32 = 68, 70, 77
@@ -36,12 +38,14 @@ DATA_TYPES = {"float32": _CUDA_R_32F, "float64": _CUDA_R_64F, "float16": _CUDA_R
               "bfloat16": _CUDA_R_16BF}
 
 
-def compute_type(dtype: str, tf32: bool) -> int:
+def compute_type(dtype: str, precision: str) -> int:
     """cuBLAS's compute type for ``dtype``: float64 in float64, the rest accumulate in
-    float32 (TF32 products for float32 when ``tf32``)."""
+    float32; float32 multiplies in TF32 at the "high" and "medium" precisions
+    (ember/precision.py)."""
     if dtype == "float64":
         return _COMPUTE_64F
-    return _COMPUTE_32F_FAST_TF32 if tf32 and dtype == "float32" else _COMPUTE_32F
+    tf32 = dtype == "float32" and precision != "highest"
+    return _COMPUTE_32F_FAST_TF32 if tf32 else _COMPUTE_32F
 
 
 def _matrix(rows: int, cols: int, s0: int, s1: int) -> tuple[int, int] | None:
@@ -94,10 +98,9 @@ def layout(batch: tuple[int, ...], a_shape: tuple[int, ...], a_strides: tuple[in
 class Gemm:
     """cuBLAS on one device: a handle and workspace of its own (made on the worker)."""
 
-    def __init__(self, tf32: bool) -> None:
+    def __init__(self) -> None:
         import cupy
 
-        self.tf32 = tf32
         self._lib = ctypes.CDLL(_cublas_path())
         handle = ctypes.c_void_p()
         self._check("cublasCreate_v2", self._lib.cublasCreate_v2(ctypes.byref(handle)))
@@ -140,17 +143,17 @@ class Gemm:
         if status != 0:
             raise RuntimeError(f"{name} failed: cuBLAS status {status}")
 
-    def matmul(self, a: Any, b: Any, dtype: str, exact: bool = False) -> Any:
-        """``a @ b`` (each at least 2-D, both of ``dtype``) as a new contiguous array;
-        ``exact``: float32 products even where TF32 is on (a sum is not a matmul)."""
+    def matmul(self, a: Any, b: Any, dtype: str, precision: str = "highest") -> Any:
+        """``a @ b`` (each at least 2-D, both of ``dtype``) as a new contiguous array, at a
+        float32 ``precision`` of ember/precision.py's."""
         import cupy
 
-        key = (a.shape, a.strides, b.shape, b.strides, dtype, exact)
+        key = (a.shape, a.strides, b.shape, b.strides, dtype, precision)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= 4096:
                 self._plans.clear()
-            plan = self._plans[key] = _Plan(a, b, dtype, self.tf32 and not exact)
+            plan = self._plans[key] = _Plan(a, b, dtype, precision)
         out = cupy.empty(plan.out_shape, a.dtype)
         if plan.empty:
             if plan.zero:
@@ -165,33 +168,45 @@ class Gemm:
             self._check("cublasSetStream_v2", self._lib.cublasSetStream_v2(
                 self._handle, ctypes.c_void_p(stream)))
             self._stream = stream
-        one, zero = self._one[plan.compute], self._zero[plan.compute]
+        if not plan.split:
+            self._product(plan, a.data.ptr, b.data.ptr, out.data.ptr, self._zero[plan.compute])
+            return out
+        # "high": hi·hi + hi·lo + lo·hi, the small products first (tf32_split.py). The
+        # parts' buffer lives until the products are queued (the pool orders its reuse).
+        _parts, (a_hi, a_lo, b_hi, b_lo) = tf32_split.split(a, b)
+        one, out_ptr = self._one[plan.compute], out.data.ptr
+        self._product(plan, a_lo, b_hi, out_ptr, self._zero[plan.compute])
+        self._product(plan, a_hi, b_lo, out_ptr, one)
+        self._product(plan, a_hi, b_hi, out_ptr, one)
+        return out
+
+    def _product(self, plan: _Plan, a: int, b: int, out: int, beta: Any) -> None:
+        """``out = a @ b + beta·out`` (device addresses) in one cuBLAS call, as ``plan``
+        says."""
+        one = self._one[plan.compute]
         # Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: b goes first.
         if plan.count == 1:
             status = self._single(self._handle, plan.op_b, plan.op_a, plan.n, plan.m, plan.k,
-                                  one, b.data.ptr, plan.data, plan.ldb, a.data.ptr, plan.data,
-                                  plan.lda, zero, out.data.ptr, plan.data, plan.n,
-                                  plan.compute, _GEMM_DEFAULT)
+                                  one, b, plan.data, plan.ldb, a, plan.data, plan.lda, beta,
+                                  out, plan.data, plan.n, plan.compute, _GEMM_DEFAULT)
         else:
             status = self._gemm(self._handle, plan.op_b, plan.op_a, plan.n, plan.m, plan.k, one,
-                                 b.data.ptr, plan.data, plan.ldb, plan.stride_b, a.data.ptr,
-                                 plan.data, plan.lda, plan.stride_a, zero, out.data.ptr,
-                                 plan.data, plan.n, plan.m * plan.n, plan.count, plan.compute,
-                                 _GEMM_DEFAULT)
+                                 b, plan.data, plan.ldb, plan.stride_b, a, plan.data, plan.lda,
+                                 plan.stride_a, beta, out, plan.data, plan.n, plan.m * plan.n,
+                                 plan.count, plan.compute, _GEMM_DEFAULT)
         if status:
             self._check("cublasGemmEx" if plan.count == 1 else "cublasGemmStridedBatchedEx",
                         status)
-        return out
 
 
 class _Plan:
     """How one (shapes, strides, dtype) of ``a @ b`` reaches cuBLAS, worked out once."""
 
     __slots__ = ("batch", "compute", "copy_a", "copy_b", "count", "data", "empty", "k",
-                 "lda", "ldb", "m", "n", "op_a", "op_b", "out_shape", "stride_a", "stride_b",
-                 "zero")
+                 "lda", "ldb", "m", "n", "op_a", "op_b", "out_shape", "split", "stride_a",
+                 "stride_b", "zero")
 
-    def __init__(self, a: Any, b: Any, dtype: str, tf32: bool) -> None:
+    def __init__(self, a: Any, b: Any, dtype: str, precision: str) -> None:
         self.batch = batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
         self.m, self.k, self.n = m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
         self.out_shape = batch + (m, n)
@@ -199,7 +214,8 @@ class _Plan:
         self.empty = m * n * count == 0 or k == 0
         self.zero = k == 0
         self.data = DATA_TYPES[dtype]
-        self.compute = compute_type(dtype, tf32)
+        self.compute = compute_type(dtype, precision)
+        self.split = dtype == "float32" and precision == "high"
         item = a.itemsize
         strides = [tuple(s // item for s in x.strides) for x in (a, b)]
         found = layout(batch, a.shape, strides[0], b.shape, strides[1])
@@ -215,11 +231,11 @@ class _Plan:
 _per_thread = threading.local()
 
 
-def current(tf32: bool) -> Gemm:
+def current() -> Gemm:
     """The calling worker's Gemm (a worker thread owns one device; made on first use)."""
     gemm = getattr(_per_thread, "gemm", None)
     if gemm is None:
-        gemm = _per_thread.gemm = Gemm(tf32)
+        gemm = _per_thread.gemm = Gemm()
     return gemm
 
 

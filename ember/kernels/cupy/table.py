@@ -2,7 +2,8 @@
 on CuPy arrays) plus the kernels the GPU needs done differently.
 
 Different on the GPU: matmul (cuBLAS called directly, gemm.py: float16 / bfloat16 natively,
-TF32 on request, and capturable into CUDA graphs),
+TF32 or split-TF32 products at em.set_float32_matmul_precision's request, and capturable
+into CUDA graphs),
 random numbers (cuRAND, seeded per op), and the special functions NumPy's kernels take
 from SciPy (``cupyx.scipy.special`` here).
 """
@@ -22,13 +23,11 @@ from ember.kernels.cupy import gemm
 from ember.kernels.numpy import creation
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
+from ember.precision import TF32_FROM_ENV
 
 KERNELS: dict[str, Callable[..., Any]] = dict(NUMPY_KERNELS)
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
-# EMBER_TF32=1: float32 matmuls multiply in TF32 (10-bit mantissa, float32 accumulate),
-# 8x faster on Hopper at ~1e-4 relative error, as torch's "high" float32 precision.
-TF32 = os.environ.get("EMBER_TF32", "0") not in ("", "0")
 
 
 def cuda_kernel(*names: str) -> Callable:
@@ -63,8 +62,9 @@ cuda_kernel("silu")(_float_function(lambda x: x * special.expit(x)))
 cuda_kernel("gelu")(_float_function(lambda x: 0.5 * x * (1.0 + special.erf(x * _SQRT_HALF))))
 
 
-if TF32:
-    # CuPy's switch for its float32 GEMMs, read at the process's first matmul.
+if TF32_FROM_ENV:
+    # CuPy's switch for its own float32 GEMMs (not ember's matmuls: their message says),
+    # read at the process's first one.
     os.environ.setdefault("CUPY_TF32", "1")
 
 
@@ -84,7 +84,8 @@ def _matmul(msg, pool, a, b):
     elif a.ndim > 2 and b.ndim == 2:
         # (..., m, k) @ (k, n) as one GEMM over the flattened rows.
         a = a.reshape(-1, a.shape[-1])
-    return gemm.current(TF32).matmul(a, b, msg.dtype).reshape(msg.shape)
+    precision = msg.attrs[0] if msg.attrs else "highest"
+    return gemm.current().matmul(a, b, msg.dtype, precision).reshape(msg.shape)
 
 
 # (1, rows) float32 ones per (device, rows); a few hundred lengths at most.
@@ -110,7 +111,7 @@ def _sum(msg, pool, x):
         if len(_ones) >= 256:
             _ones.clear()
         ones = _ones[key] = cupy.ones((1, rows), _F32)
-    total = gemm.current(TF32).matmul(ones, x.reshape(rows, -1), "float32", exact=True)
+    total = gemm.current().matmul(ones, x.reshape(rows, -1), "float32")
     if msg.op == "mean":
         total /= _F32.type(rows)
     return total.reshape(msg.shape)
