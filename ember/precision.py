@@ -20,9 +20,11 @@ def set_float32_matmul_precision(precision: str) -> None:
     - ``"highest"`` (the default): float32 products (cuBLAS SGEMM).
     - ``"high"``: each operand is split into two TF32 parts, ``x = hi + lo``, and the
       product is ``hi·hi + hi·lo + lo·hi``: three tensor-core products accumulated in
-      float32. About 2.6× SGEMM's speed at 4096³ on an H200, with errors about 10×
-      SGEMM's and 30× below TF32's (BENCHMARKS.md). An infinite operand gives NaN
-      where SGEMM gives ±inf (its ``lo`` part multiplies as 0·inf).
+      float32. About 2.6× SGEMM's speed at 4096³ on an H200, with errors about 4×
+      SGEMM's and 25× below TF32's (BENCHMARKS.md). An infinite operand gives NaN
+      where SGEMM gives ±inf (its ``lo`` part multiplies as 0·inf). Products under
+      2^30 multiply-adds (1024³), and matrix-vector products, run in float32: there
+      the split costs about what the tensor cores save.
     - ``"medium"``: TF32 products (a 10-bit mantissa, float32 accumulation), 8× SGEMM's
       speed at ~3e-4 relative error.
 

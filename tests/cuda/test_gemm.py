@@ -90,9 +90,18 @@ def test_compute_types() -> None:
 
 @pytest.mark.parametrize("precision", ["highest", "high", "medium"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
-def test_only_float32_at_high_precision_is_split(precision, dtype):
-    plan = gemm._Plan(_r(3, 4), _r(4, 2), dtype, precision)
+def test_only_large_float32_products_at_high_precision_are_split(precision, dtype):
+    square = np.empty((1024, 1024), np.float32)  # 2^30 multiply-adds: the smallest split
+    plan = gemm._Plan(square, square.T, dtype, precision)
     assert plan.split == (dtype == "float32" and precision == "high")
+    small = gemm._Plan(_r(1023, 1024), square, dtype, precision)
+    assert not small.split
+    if dtype == "float32":  # what is not split multiplies in float32 at "high"
+        assert small.compute == (77 if precision == "medium" else 68)
+    # A vector product is never split (cuBLAS multiplies vectors without tensor cores).
+    row, column = (np.broadcast_to(np.float32(0), shape) for shape in ((1, 1 << 30),
+                                                                        (1 << 30, 1)))
+    assert not gemm._Plan(row, column, dtype, precision).split
 
 
 def _through_plan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -127,7 +136,8 @@ def test_a_plan_gives_numpys_product_and_copies_only_what_cublas_cannot_read(cas
 
 
 def test_a_plan_of_nothing_to_multiply():
-    plan = gemm._Plan(np.ones((2, 0), np.float32), np.ones((0, 3), np.float32), "float32", "highest")
+    plan = gemm._Plan(np.ones((2, 0), np.float32), np.ones((0, 3), np.float32), "float32",
+                      "highest")
     assert plan.empty and plan.zero and plan.out_shape == (2, 3)
     plan = gemm._Plan(np.ones((0, 4), np.float32), np.ones((4, 3), np.float32), "float32",
                       "medium")

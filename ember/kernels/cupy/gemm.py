@@ -34,6 +34,11 @@ _POINTER_MODE_HOST = 0
 # cuBLAS's recommended workspace on Hopper (its docs: 32 MiB).
 WORKSPACE_BYTES = 32 << 20
 
+# "high" splits products of at least this many multiply-adds (a 1024³ product). Below it
+# the split costs about what the tensor cores save, on the H200 (probe_precision.py,
+# probe_host.py), and they run in float32, which is closer still.
+SPLIT_FROM_MACS = 1 << 30
+
 DATA_TYPES = {"float32": _CUDA_R_32F, "float64": _CUDA_R_64F, "float16": _CUDA_R_16F,
               "bfloat16": _CUDA_R_16BF}
 
@@ -214,8 +219,10 @@ class _Plan:
         self.empty = m * n * count == 0 or k == 0
         self.zero = k == 0
         self.data = DATA_TYPES[dtype]
-        self.compute = compute_type(dtype, precision)
-        self.split = dtype == "float32" and precision == "high"
+        self.split = (dtype == "float32" and precision == "high" and min(m, n) > 1
+                      and m * n * k * count >= SPLIT_FROM_MACS)
+        self.compute = compute_type(dtype, "highest" if precision == "high" and not self.split
+                                    else precision)
         item = a.itemsize
         strides = [tuple(s // item for s in x.strides) for x in (a, b)]
         found = layout(batch, a.shape, strides[0], b.shape, strides[1])
