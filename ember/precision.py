@@ -20,8 +20,8 @@ def set_float32_matmul_precision(precision: str) -> None:
     - ``"highest"`` (the default): float32 products (cuBLAS SGEMM).
     - ``"high"``: each operand is split into two TF32 parts, ``x = hi + lo``, and the
       product is ``hi·hi + hi·lo + lo·hi``: three tensor-core products accumulated in
-      float32. About 2.6× SGEMM's speed at 4096³ on an H200, with errors about 4×
-      SGEMM's and 25× below TF32's (BENCHMARKS.md). An infinite operand gives NaN
+      float32. About 2.6× SGEMM's speed at 4096³ on an H200, with errors 2–5× SGEMM's
+      and 15–100× below TF32's (BENCHMARKS.md). An infinite operand gives NaN
       where SGEMM gives ±inf (its ``lo`` part multiplies as 0·inf). Products under
       2^30 multiply-adds (1024³), and matrix-vector products, run in float32: there
       the split costs about what the tensor cores save.
