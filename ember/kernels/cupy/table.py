@@ -19,7 +19,7 @@ import cupy
 import numpy as np
 from cupyx.scipy import special
 
-from ember.kernels.cupy import gemm
+from ember.kernels.cupy import gemm, take_along
 from ember.kernels.numpy import creation
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
@@ -195,3 +195,19 @@ def _divmod_kernel(op: str) -> Callable:
 
 cuda_kernel("floordiv")(_divmod_kernel("floordiv"))
 cuda_kernel("remainder")(_divmod_kernel("remainder"))
+
+
+@cuda_kernel("gather")
+def _gather(msg, pool, x, index):
+    # One kernel along the last dim (cross_entropy's forward); NumPy's kernel elsewhere.
+    if take_along.gather_is_fast(x, index, msg.attrs[0]):
+        return take_along.gather_last(msg, pool, x, index)
+    return NUMPY_KERNELS["gather"](msg, pool, x, index)
+
+
+@cuda_kernel("scatter_add")
+def _scatter_add(msg, pool, x, index, src):
+    # One copy and one kernel along the last dim (cross_entropy's backward); NumPy's elsewhere.
+    if take_along.scatter_add_is_fast(x, index, src, msg.attrs[0]):
+        return take_along.scatter_add_last(msg, pool, x, index, src)
+    return NUMPY_KERNELS["scatter_add"](msg, pool, x, index, src)
