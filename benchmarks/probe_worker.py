@@ -3,7 +3,8 @@ time spent running, not waiting for the GIL or the GPU), for the MLP and encoder
 bench_cuda.py issued 10 at a time, beside the caller's CPU time issuing them.
 
 Run: ``PYTHONPATH=. python3 benchmarks/probe_worker.py [mlp_step] [encoder_layer]
-[--precision highest|high|medium]``.
+[--precision highest|high|medium] [--detail]`` (``--detail``: also the parts of fused
+groups' and calls' runs, indented).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import collections
 import sys
 import time
+from typing import Any
 
 from benchmarks.bench_cuda import (
     DEV,
@@ -68,6 +70,35 @@ def instrument() -> None:
     planner.plan = timed_plan
 
 
+def _timed_method(owner: Any, name: str, label: str) -> None:
+    """Counts ``owner.name``'s worker-thread CPU time under ``label`` (nested ones overlap)."""
+    original = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            cpu[label] += time.thread_time() - start
+            count[label] += 1
+
+    setattr(owner, name, timed)
+
+
+def instrument_inside() -> None:
+    """Times the parts of a fused group's run and of a call's (``--detail``)."""
+    from ember.kernels.cupy import backend, fused, gemm
+
+    for owner, name in ((fused.FusedKernels, "run"), (fused._Launch, "run"),
+                        (fused.FusedKernels, "_widened"), (backend.CupyBackend, "run"),
+                        (device_actor.DeviceActor, "_store"),
+                        (device_actor.DeviceActor, "_taint"),
+                        (fused.cexpr, "scalar_arguments"), (fused.cexpr, "scalar_value"),
+                        (fused.cupy, "empty"), (gemm.Gemm, "matmul"),
+                        (gemm.Gemm, "_product")):
+        _timed_method(owner, name, f"  {getattr(owner, '__name__', owner)}.{name}")
+
+
 def probe(name: str, step, steps: int = 30, warmup: int = 20) -> None:
     for _ in range(warmup):  # compiles and tuning of every kernel shape the batches meet
         step()
@@ -89,7 +120,7 @@ def probe(name: str, step, steps: int = 30, warmup: int = 20) -> None:
           f"ms/step, worker CPU {cpu['run_messages (all)'] / steps * 1e3:.2f} ms/step; "
           f"{fused.compiled - compiled} compiles, {fused.tuner().misses - tuned} tunings")
     print("| worker, per step | n | CPU ms | µs each |\n|---|---|---|---|")
-    for key, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])[:14]:
+    for key, seconds in sorted(cpu.items(), key=lambda kv: -kv[1])[:24]:
         n = count.get(key, 0) / steps
         each = f"{seconds / count[key] * 1e6:.1f}" if count.get(key) else ""
         print(f"| {key} | {n:.1f} | {seconds / steps * 1e3:.3f} | {each} |", flush=True)
@@ -97,7 +128,11 @@ def probe(name: str, step, steps: int = 30, warmup: int = 20) -> None:
 
 if __name__ == "__main__":
     instrument()
-    chosen = take_precision(sys.argv[1:]) or ["mlp_step", "encoder_layer"]
+    args = take_precision(sys.argv[1:])
+    if "--detail" in args:
+        args.remove("--detail")
+        instrument_inside()
+    chosen = args or ["mlp_step", "encoder_layer"]
     if "mlp_step" in chosen:
         probe("MLP eager", ember_mlp_step(*mlp_data()))
     if "encoder_layer" in chosen:

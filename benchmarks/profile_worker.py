@@ -5,7 +5,8 @@ part is what runs under ``DeviceActor.run_messages``. cProfile roughly doubles P
 time per call: read the ranking, not the absolute figures.
 
 Run: ``PYTHONPATH=. python3 benchmarks/profile_worker.py [mlp_step] [encoder_layer]
-[--precision highest|high|medium] [--top N]`` on a machine with a GPU.
+[--precision highest|high|medium] [--top N] [--callees NAME,NAME]`` on a machine with a
+GPU (``--callees``: what the functions matching each name call, by cumulative time).
 """
 
 from __future__ import annotations
@@ -25,15 +26,20 @@ from benchmarks.bench_cuda import (
 )
 
 
-def report(title: str, profile: cProfile.Profile, top: int) -> None:
+def report(title: str, profile: cProfile.Profile, top: int, callees: list[str]) -> None:
     for order in ("tottime", "cumulative"):
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats(order).print_stats(top)
         table = out.getvalue()
         print(f"### {title}, by {order}\n{table[table.find('   ncalls'):]}", flush=True)
+    for name in callees:  # what the named functions spend their time in
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("cumulative").print_callees(name)
+        print(f"### {title}: callees of {name}\n{out.getvalue()}", flush=True)
 
 
-def profile(name: str, step, top: int, steps: int = 30, warmup: int = 20) -> None:
+def profile(name: str, step, top: int, callees: list[str], steps: int = 30,
+            warmup: int = 20) -> None:
     for _ in range(warmup):  # compiles and tuning first
         step()
     em_sync()
@@ -44,18 +50,20 @@ def profile(name: str, step, top: int, steps: int = 30, warmup: int = 20) -> Non
         em_sync()
         del kept
     profiler.disable()
-    report(f"{name}, {steps} steps", profiler, top)
+    report(f"{name}, {steps} steps", profiler, top, callees)
 
 
 if __name__ == "__main__":
     args = take_precision(sys.argv[1:])
-    top = 25
-    if "--top" in args:
-        at = args.index("--top")
-        top = int(args[at + 1])
-        args = args[:at] + args[at + 2:]
+    options = {"--top": "25", "--callees": ""}
+    for option in options:
+        if option in args:
+            at = args.index(option)
+            options[option] = args[at + 1]
+            args = args[:at] + args[at + 2:]
+    top, callees = int(options["--top"]), [n for n in options["--callees"].split(",") if n]
     for chosen in args or ["encoder_layer", "mlp_step"]:
         if chosen == "mlp_step":
-            profile("MLP eager", ember_mlp_step(*mlp_data()), top)
+            profile("MLP eager", ember_mlp_step(*mlp_data()), top, callees)
         else:
-            profile("encoder eager", ember_encoder_step(encoder_input()), top)
+            profile("encoder eager", ember_encoder_step(encoder_input()), top, callees)
