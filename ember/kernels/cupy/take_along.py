@@ -59,32 +59,22 @@ def source(op: str, dtype: str, index_dtype: str) -> str:
     """The CUDA source of ``kernel_name(op, dtype, index_dtype)``: one thread per index
     element, grid-stride; row ``r`` of the index reads (or adds to) row ``r`` of ``x``."""
     index_type = INDEX_TYPES[index_dtype]
-    name = kernel_name(op, dtype, index_dtype)
     if op == "gather":
         value = GATHER_TYPES[dtype]
-        return f"""
-extern "C" __global__ void {name}(
-    const {value}* x, const {index_type}* index, {value}* out, long long rows, long long n,
-    long long cols) {{
-  long long step = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < rows * cols;
-       i += step) {{
-    long long k = index[i];
-    {_WRAP}
-    out[i] = x[(i / cols) * n + k];
-  }}
-}}
-"""
+        params = f"const {value}* x, const {index_type}* index, {value}* out"
+        body = "out[i] = x[(i / cols) * n + k];"
+    else:
+        params = f"const {index_type}* index, const float* src, float* out"
+        body = "atomicAdd(&out[(i / cols) * n + k], src[i]);"
     return f"""
-extern "C" __global__ void {name}(
-    const {index_type}* index, const float* src, float* out, long long rows, long long n,
-    long long cols) {{
+extern "C" __global__ void {kernel_name(op, dtype, index_dtype)}(
+    {params}, long long rows, long long n, long long cols) {{
   long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < rows * cols;
        i += step) {{
     long long k = index[i];
     {_WRAP}
-    atomicAdd(&out[(i / cols) * n + k], src[i]);
+    {body}
   }}
 }}
 """
