@@ -342,3 +342,20 @@ def test_a_row_group_whose_input_is_read_only_through_a_view_runs_fused(no_fused
     expected = (x_np.T * np.float32(2.0)).sum(-1, keepdims=True) * x_np.T
     np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-4)
     assert em.stats(device).groups == before + 1
+
+
+def test_planner_keys_leave_scalar_values_out_but_not_the_ops_wiring_or_dims() -> None:
+    s = (4, 8, 16)
+
+    def key(scalar: float, dims: tuple[int, ...] = (2,), op: str = "mul") -> tuple:
+        rows = tuple(1 if d in dims else n for d, n in enumerate(s))
+        batch = [_call(op, 2, (1,), s, ("float32", scalar, False)),
+                 _call("sum", 3, (2,), rows, (dims, True)), _call("div", 4, (2, 3), s)]
+        (group,) = _plan(batch, {1: s})
+        assert len(group.members) == 3
+        return group.key
+
+    # An optimizer's per-step scalar (Adam's bias corrections) keeps the structure.
+    assert key(0.001) == key(0.0009995)
+    assert key(0.001) != key(0.001, op="add")
+    assert key(0.001) != key(0.001, dims=(1, 2))

@@ -187,7 +187,8 @@ def attr_shape(member: Any) -> tuple:
     """A member's attrs with scalar values replaced by their place (they are arguments)."""
     op, attrs = member.op, member.attrs
     if op in BINARY or op in COMPARISON or op in LOGICAL:
-        return (attrs[0], len(attrs) > 1 and attrs[2]) if len(attrs) > 1 else (attrs[0],)
+        # (dtype,) beside a tensor; (dtype, scalar, scalar is lhs) beside a scalar.
+        return (attrs[0], attrs[2]) if len(attrs) > 1 else tuple(attrs)
     if op == "clamp" or op == "where":
         return tuple(v is None for v in attrs)
     return tuple(attrs)

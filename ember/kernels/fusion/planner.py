@@ -29,8 +29,8 @@ alive at the end of the batch or a later message reads it: an intermediate
 whose handle died before the group ran never exists.
 
 A group's evaluation program (member steps over numbered slots) is cached by
-the group's relative structure (ids renumbered, sizes left out), so a steady
-training loop builds each program once.
+the group's relative structure (ids renumbered, sizes and scalar values left
+out), so a steady training loop builds each program once.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import msgspec
 
 from ember.actors.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
                              Upload)
+from ember.kernels.fusion.cexpr import attr_shape
 
 # Elementwise ops whose output has the broadcast shape of their inputs.
 ELEMENTWISE = frozenset({
@@ -314,10 +315,13 @@ class FusionPlanner:
         kept = set(outputs)
         shape = run.shape
         # Roles rather than sizes, so one key serves every size: a member is full (S),
-        # reduced (the rows of S), or, in the prologue, a view of its own rank.
+        # reduced (the rows of S), or, in the prologue, a view of its own rank. Scalar
+        # values are left out (compiled groups take them as arguments): an optimizer's
+        # per-step scalars would make every step's groups new.
         roles = tuple(len(m.shape) if j < len(run.prologue) else m.shape == shape
                       for j, m in enumerate(members))
-        key = (tuple((m.op, m.attrs, m.dtype, tuple(slot[i] for i in m.inputs)) for m in members),
+        key = (tuple((m.op, attr_shape(m), m.dtype, tuple(slot[i] for i in m.inputs))
+                     for m in members),
                len(inputs), tuple(m.out in kept for m in members),
                run.rows, len(run.prologue), len(shape), roles)
         viewed = {m.inputs[0] for m in run.prologue}
