@@ -11,6 +11,7 @@ from typing import Any
 from ember.actors.ir import ReplayStep
 from ember.device import Device
 from ember.ops._core import make, next_id, resolve_device
+from ember.precision import get_float32_matmul_precision
 from ember.tensor import Tensor
 
 _tokens = itertools.count(1)
@@ -52,7 +53,8 @@ def _tensor_args(args: tuple, kwargs: dict) -> list[Tensor]:
 def _call_key(args: tuple, kwargs: dict) -> tuple:
     """What selects a pure step's graph: each tensor argument's shape, dtype and device,
     which tensor arguments are the same tensor (a graph captured with ``f(x, x)`` reads
-    one input), and every other argument's value."""
+    one input), every other argument's value, and the float32 matmul precision (a replay
+    skips ``fn``, whose matmuls would have read it)."""
     def part(value: Any) -> Any:
         if isinstance(value, Tensor):
             return (Tensor, value.shape, value.dtype.name, value.device.name)
@@ -60,7 +62,7 @@ def _call_key(args: tuple, kwargs: dict) -> tuple:
 
     ids = [t._id for t in _tensor_args(args, kwargs)]
     key = (tuple(part(a) for a in args), tuple((k, part(kwargs[k])) for k in sorted(kwargs)),
-           tuple(ids.index(i) for i in ids))
+           tuple(ids.index(i) for i in ids), get_float32_matmul_precision())
     try:
         hash(key)
     except TypeError:

@@ -277,6 +277,29 @@ def test_a_pure_step_called_with_one_tensor_twice_is_another_graph() -> None:
     assert len(calls) == 3
 
 
+def test_a_pure_step_under_another_matmul_precision_is_another_graph() -> None:
+    """A replay skips fn: the precision its matmuls were issued at must select the graph."""
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    issued = []
+
+    def fn(a):
+        issued.append(em.get_float32_matmul_precision())
+        return a @ a
+
+    step = em.graphed(fn, device, pure=True)
+    x = em.ones((2, 2), device=device)
+    before = em.get_float32_matmul_precision()
+    try:
+        for name in ("highest", "highest", "highest", "medium", "medium", "medium"):
+            em.set_float32_matmul_precision(name)
+            np.testing.assert_array_equal(step(x).numpy(), [[2.0, 2.0]] * 2)
+    finally:
+        em.set_float32_matmul_precision(before)
+    assert issued == ["highest", "highest", "medium", "medium"]  # run, capture; per precision
+    assert step.graph_stats()["replays"] == 2
+
+
 def test_a_pure_replay_fails_when_a_tensor_it_read_is_gone() -> None:
     device = device_with(RecordingCapturer())
     held = [em.ones(3, device=device)]
