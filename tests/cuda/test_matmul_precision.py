@@ -42,7 +42,9 @@ def test_split_source_compiles_to_ptx_for_hopper(tmp_path):
     result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", str(path), "-o",
                              str(tmp_path / "split.ptx")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert ".entry split_tf32(" in (tmp_path / "split.ptx").read_text()
+    ptx = (tmp_path / "split.ptx").read_text()
+    assert ".entry split_tf32(" in ptx and ".entry split_tf32_x4(" in ptx
+    assert "ld.global.v4.f32" in ptx  # the float4 kernel's vector loads
 
 
 VIEWS = {
@@ -114,6 +116,17 @@ def test_split_parts_match_the_model_bit_for_bit_and_sum_to_the_operand():
     for part, want in zip((b_parts[:length], b_parts[length:]), _split_model(matrix.T.copy())):
         np.testing.assert_array_equal(as_strided(part, (48, 64), (4, 8 * 48)), want)
     assert not (got.view(np.uint32) & 0x1FFF).any()
+    # Whole float4s at 16-byte addresses take the vector kernel: the same bits.
+    aligned = values[:4096]
+    with cupy.cuda.Device(0):
+        operand = cupy.asarray(aligned)
+        parts, _ = tf32_split.split(operand, operand[:2048])
+        vector_parts = parts.get()
+    for got_part, want in zip((vector_parts[:4096], vector_parts[4096:8192]),
+                              _split_model(aligned)):
+        np.testing.assert_array_equal(got_part.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(vector_parts[8192:], np.concatenate(
+        [part[:2048] for part in _split_model(aligned)]))
     finite = np.isfinite(values)
     residual = np.abs(values[finite].astype(np.float64) - got_hi[finite] - got_lo[finite])
     assert (residual <= 2.0 ** -23 * np.abs(values[finite]) + 2.0 ** -126).all()
