@@ -69,6 +69,8 @@ extern "C" __global__ void split_tf32_x4(const float4* a, long long a_length,
 
 _BLOCK = 256
 _MAX_BLOCKS = 8192  # a grid-stride loop beyond: 2M threads cover an H200's 132 SMs
+# RawKernels, not one RawModule's functions: a RawKernel loads itself on whichever device
+# calls it, and each worker thread drives its own GPU.
 _kernels: dict[str, Any] = {}
 
 
@@ -85,8 +87,7 @@ def split(a: Any, b: Any) -> tuple[Any, tuple[int, int, int, int]]:
     import cupy
 
     if not _kernels:
-        module = cupy.RawModule(code=SOURCE, options=("--std=c++17",))
-        _kernels.update((name, module.get_function(name))
+        _kernels.update((name, cupy.RawKernel(SOURCE, name))
                         for name in ("split_tf32", "split_tf32_x4"))
     a_length = span(a.shape, tuple(s // 4 for s in a.strides))
     b_length = span(b.shape, tuple(s // 4 for s in b.strides))
