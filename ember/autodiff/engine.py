@@ -118,7 +118,11 @@ class AutodiffActor:
                 grad = ones_like(root)
         else:
             _check_seed(root, grad)
-        with self._lock, no_record():
+        from ember.ops._core import pinned_site, user_site
+
+        # Every op the walk issues would find the same first frame outside ember: this
+        # call's caller. Found once, not by a stack walk per op.
+        with self._lock, no_record(), pinned_site(user_site()):
             by_leaf = self._walk(node, grad)
         self.backward_calls += 1
         return Gradients(by_leaf)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ember import dtype as _dtype
@@ -24,8 +27,18 @@ _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.se
 _internal_code: dict[Any, bool] = {}
 
 
+class _PinnedSite(threading.local):
+    site: tuple[str, int] | None = None  # per thread; None: walk the stack
+
+
+_pinned = _PinnedSite()
+
+
 def user_site() -> tuple[str, int]:
     """The (file, line) of the first caller outside the ember package."""
+    site = _pinned.site
+    if site is not None:
+        return site
     frame = sys._getframe(2)
     internal = _internal_code
     while frame is not None:
@@ -37,6 +50,18 @@ def user_site() -> tuple[str, int]:
             return (code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return ("<ember>", 0)
+
+
+@contextlib.contextmanager
+def pinned_site(site: tuple[str, int]) -> Iterator[None]:
+    """``user_site()`` is ``site`` on this thread while the block runs: for ember code that
+    calls no user code (a backward pass), whose ops' stack walks would all end there."""
+    before = _pinned.site
+    _pinned.site = site
+    try:
+        yield
+    finally:
+        _pinned.site = before
 
 
 def make(out: int, shape: tuple[int, ...], dtype: DType, device: Device) -> Any:

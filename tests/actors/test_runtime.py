@@ -310,6 +310,25 @@ def test_trace_records_each_op_with_thread_and_site(tmp_path):
     assert any(e["name"] == "exp" and e["ph"] == "X" and "dur" in e for e in events)
 
 
+def test_a_backward_pass_names_its_callers_line_and_forward_ops_their_own():
+    """The backward pass pins its ops' site to its caller's line (found once, not by a
+    stack walk per op): the same sites as the walk, and released after the pass."""
+    device = em.cpu().autodiff()
+    with em.trace() as tr:
+        x = em.ones(3, device=device).require_grad()
+        y = (x * 2.0).exp()  # forward line
+        forward_line = sys._getframe().f_lineno - 1
+        grads = y.sum().backward()  # backward line
+        backward_line = sys._getframe().f_lineno - 1
+        after = x.grad(grads) + 1.0  # after the pass: its own line again
+        after_line = sys._getframe().f_lineno - 1
+        after.numpy()
+    sites = {e.site.rsplit(":", 1)[1] for e in tr.events if e.site.endswith(
+        tuple(f"test_runtime.py:{n}" for n in (forward_line, backward_line, after_line)))}
+    assert sites == {str(forward_line), str(backward_line), str(after_line)}
+    assert sum(e.site.endswith(f":{backward_line}") for e in tr.events) >= 2  # the rules' ops
+
+
 def test_sync_and_sync_async():
     x = em.ones(100) * 3
     em.sync()
