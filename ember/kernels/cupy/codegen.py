@@ -135,14 +135,12 @@ class Source:
         self.outputs = outputs  # member indices stored, in parameter order
 
 
-def group_structure(group: Any, program: Any) -> tuple:
-    """A fused group's structure (planner key) without its scalars' values, which are
-    kernel arguments (an optimizer's per-step scalars must not make every step a new
-    structure), and without which members it stores (timing decides that: see
+def group_structure(group: Any) -> tuple:
+    """A fused group's structure: its planner key (which leaves scalar values out: they
+    are kernel arguments) without which members it stores (timing decides that: see
     ``FusedKernels._widened``)."""
     key = group.key
-    return (tuple((m.op, attr_shape(m), m.dtype) for m in group.members), program.steps,
-            key[1], *key[3:])
+    return (key[0], key[1], *key[3:])
 
 
 def structure_key(group: Any, program: Any, input_dtypes: Sequence[str], layout: Layout,

@@ -102,8 +102,6 @@ class FusedKernels:
         # Per group structure and input layout: how to launch it (planning renders keys,
         # lays out strides and asks the tuner: 0.2-0.6 ms of host time per group).
         self._launches: dict[tuple, _Launch] = {}
-        # Per planner key: codegen.group_structure (a Python loop over the members, once).
-        self._structures: dict[tuple, tuple] = {}
         self._sms = 0
         self.compiled = 0
         self.launched = 0
@@ -128,11 +126,7 @@ class FusedKernels:
         views = [(members[j].out, inputs[len(group.inputs) + j])
                  for j in range(p) if program.materialize[j]]
         needed = program.materialize[p:]
-        structure = self._structures.get(group.key)
-        if structure is None:
-            if len(self._structures) >= _MAX_LAUNCHES:
-                self._structures.clear()
-            structure = self._structures[group.key] = codegen.group_structure(group, program)
+        structure = codegen.group_structure(group)
         stored = self._widened(structure, needed)
         scalars = [cexpr.scalar_value(dtype, value)
                    for dtype, value in cexpr.scalar_arguments(members, program.steps)]
