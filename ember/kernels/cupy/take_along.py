@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.kernels.cupy.grid_stride import launch_shape
 from ember.kernels.numpy.indexing import check_range
 from ember.kernels.numpy.table import NP
 
@@ -39,8 +40,6 @@ GATHER_TYPES = {"float32": "unsigned int", "float16": "unsigned short",
                 "bfloat16": "unsigned short"}
 _BITS = {"unsigned int": 32, "unsigned short": 16}
 
-_BLOCK = 256
-_MAX_BLOCKS = 8192  # a grid-stride loop beyond: 2M threads cover an H200's 132 SMs
 _kernels: dict[tuple, Any] = {}  # by (op, value dtype, index dtype)
 
 # A value outside [0, n) wraps into it (check_range reports it; the access stays in bounds).
@@ -126,7 +125,7 @@ def _launch(op: str, dtype: np.dtype, index: Any, args: tuple) -> None:
 
         spelled = (op, _VALUE_NAMES[dtype], _INDEX_NAMES[index.dtype])
         kernel = _kernels[key] = cupy.RawKernel(source(*spelled), kernel_name(*spelled))
-    kernel((min(-(-n // _BLOCK), _MAX_BLOCKS),), (_BLOCK,), args)
+    kernel(*launch_shape(n), args)
 
 
 def gather_last(msg: Any, pool: Any, x: Any, index: Any) -> Any:

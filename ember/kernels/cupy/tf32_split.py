@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ember.kernels.cupy.grid_stride import launch_shape
+
 SOURCE = r"""
 __device__ __forceinline__ float round_tf32(float x) {
     unsigned int bits = __float_as_uint(x);
@@ -67,8 +69,6 @@ extern "C" __global__ void split_tf32_x4(const float4* a, long long a_length,
 }
 """
 
-_BLOCK = 256
-_MAX_BLOCKS = 8192  # a grid-stride loop beyond: 2M threads cover an H200's 132 SMs
 # RawKernels, not one RawModule's functions: a RawKernel loads itself on whichever device
 # calls it, and each worker thread drives its own GPU.
 _kernels: dict[str, Any] = {}
@@ -95,9 +95,8 @@ def split(a: Any, b: Any) -> tuple[Any, tuple[int, int, int, int]]:
     vector = 4 if (a_length % 4 == 0 and b_length % 4 == 0 and a.data.ptr % 16 == 0
                    and b.data.ptr % 16 == 0) else 1
     kernel = _kernels["split_tf32_x4" if vector == 4 else "split_tf32"]
-    blocks = min(-(-(a_length + b_length) // (_BLOCK * vector)), _MAX_BLOCKS)
-    kernel((blocks,), (_BLOCK,), (a, np.int64(a_length // vector), b,
-                                  np.int64(b_length // vector), parts))
+    kernel(*launch_shape((a_length + b_length) // vector),
+           (a, np.int64(a_length // vector), b, np.int64(b_length // vector), parts))
     base = parts.data.ptr
     b_base = base + 8 * a_length
     return parts, (base, base + 4 * a_length, b_base, b_base + 4 * b_length)
