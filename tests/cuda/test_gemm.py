@@ -81,11 +81,10 @@ def test_layout_of_plain_and_transposed_operands() -> None:
 
 
 def test_compute_types() -> None:
-    assert gemm.compute_type("float32", "highest") == 68  # CUBLAS_COMPUTE_32F
-    assert gemm.compute_type("float32", "medium") == 77  # 32F_FAST_TF32
-    assert gemm.compute_type("float32", "high") == 77  # three TF32 products of split parts
-    assert gemm.compute_type("bfloat16", "medium") == 68  # TF32 is float32's alone
-    assert gemm.compute_type("float64", "high") == 70
+    assert gemm.compute_type("float32", False) == 68  # CUBLAS_COMPUTE_32F
+    assert gemm.compute_type("float32", True) == 77  # 32F_FAST_TF32
+    assert gemm.compute_type("bfloat16", True) == 68  # TF32 is float32's alone
+    assert gemm.compute_type("float64", True) == 70
 
 
 @pytest.mark.parametrize("precision", ["highest", "high", "medium"])
@@ -94,6 +93,8 @@ def test_only_large_float32_products_at_high_precision_are_split(precision, dtyp
     square = np.empty((1024, 1024), np.float32)  # 2^30 multiply-adds: the smallest split
     plan = gemm._Plan(square, square.T, dtype, precision)
     assert plan.split == (dtype == "float32" and precision == "high")
+    if dtype == "float32":  # the split's parts multiply in TF32
+        assert plan.compute == (68 if precision == "highest" else 77)
     small = gemm._Plan(_r(1023, 1024), square, dtype, precision)
     assert not small.split
     if dtype == "float32":  # what is not split multiplies in float32 at "high"
@@ -142,4 +143,4 @@ def test_a_plan_of_nothing_to_multiply():
     plan = gemm._Plan(np.ones((0, 4), np.float32), np.ones((4, 3), np.float32), "float32",
                       "medium")
     assert plan.empty and not plan.zero
-    assert plan.compute == gemm.compute_type("float32", "medium")
+    assert plan.compute == gemm.compute_type("float32", True)

@@ -43,14 +43,12 @@ DATA_TYPES = {"float32": _CUDA_R_32F, "float64": _CUDA_R_64F, "float16": _CUDA_R
               "bfloat16": _CUDA_R_16BF}
 
 
-def compute_type(dtype: str, precision: str) -> int:
+def compute_type(dtype: str, tf32: bool) -> int:
     """cuBLAS's compute type for ``dtype``: float64 in float64, the rest accumulate in
-    float32; float32 multiplies in TF32 at the "high" and "medium" precisions
-    (ember/precision.py)."""
+    float32 (TF32 products for float32 when ``tf32``)."""
     if dtype == "float64":
         return _COMPUTE_64F
-    tf32 = dtype == "float32" and precision != "highest"
-    return _COMPUTE_32F_FAST_TF32 if tf32 else _COMPUTE_32F
+    return _COMPUTE_32F_FAST_TF32 if tf32 and dtype == "float32" else _COMPUTE_32F
 
 
 def _matrix(rows: int, cols: int, s0: int, s1: int) -> tuple[int, int] | None:
@@ -221,8 +219,8 @@ class _Plan:
         self.data = DATA_TYPES[dtype]
         self.split = (dtype == "float32" and precision == "high" and min(m, n) > 1
                       and m * n * k * count >= SPLIT_FROM_MACS)
-        self.compute = compute_type(dtype, "highest" if precision == "high" and not self.split
-                                    else precision)
+        # TF32 products at "medium", and at "high" for the split's parts only.
+        self.compute = compute_type(dtype, precision == "medium" or self.split)
         item = a.itemsize
         strides = [tuple(s // item for s in x.strides) for x in (a, b)]
         found = layout(batch, a.shape, strides[0], b.shape, strides[1])
