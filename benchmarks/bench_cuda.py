@@ -41,14 +41,21 @@ DEV = em.cuda(0)
 SQRT_2 = math.sqrt(2.0)
 
 
+def take_option(args: list[str], name: str, default: str) -> tuple[str, list[str]]:
+    """The value of ``name VALUE`` among a script's arguments (``default`` without it), and
+    the other arguments."""
+    if name not in args:
+        return default, args
+    at = args.index(name)
+    return args[at + 1], args[:at] + args[at + 2:]
+
+
 def take_precision(args: list[str]) -> list[str]:
     """Sets ember's float32 matmul precision from ``--precision NAME`` among a script's
     arguments; returns the others."""
-    if "--precision" not in args:
-        return args
-    at = args.index("--precision")
-    em.set_float32_matmul_precision(args[at + 1])
-    return args[:at] + args[at + 2:]
+    precision, rest = take_option(args, "--precision", em.get_float32_matmul_precision())
+    em.set_float32_matmul_precision(precision)
+    return rest
 
 
 def timed(issue, sync, repeats: int, runs: int = 5) -> float:

@@ -30,6 +30,7 @@ from benchmarks.bench_cuda import (
     ember_mlp_step,
     encoder_input,
     mlp_data,
+    take_option,
     take_precision,
     torch_encoder_step,
     torch_mlp_step,
@@ -79,14 +80,8 @@ def mlp_step(top: int) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    top = 12
-    if "--top" in args:
-        at = args.index("--top")
-        top = int(args[at + 1])
-        del args[at:at + 2]
-    args = take_precision(args)
+    top, args = take_option(take_precision(sys.argv[1:]), "--top", "12")
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, numpy "
           f"{np.__version__}")
     for name in args or ["encoder_layer", "mlp_step"]:
-        {"encoder_layer": encoder_layer, "mlp_step": mlp_step}[name](top)
+        {"encoder_layer": encoder_layer, "mlp_step": mlp_step}[name](int(top))

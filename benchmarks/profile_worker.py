@@ -22,6 +22,7 @@ from benchmarks.bench_cuda import (
     ember_mlp_step,
     encoder_input,
     mlp_data,
+    take_option,
     take_precision,
 )
 
@@ -54,14 +55,9 @@ def profile(name: str, step, top: int, callees: list[str], steps: int = 30,
 
 
 if __name__ == "__main__":
-    args = take_precision(sys.argv[1:])
-    options = {"--top": "25", "--callees": ""}
-    for option in options:
-        if option in args:
-            at = args.index(option)
-            options[option] = args[at + 1]
-            args = args[:at] + args[at + 2:]
-    top, callees = int(options["--top"]), [n for n in options["--callees"].split(",") if n]
+    top, args = take_option(take_precision(sys.argv[1:]), "--top", "25")
+    named, args = take_option(args, "--callees", "")
+    top, callees = int(top), [n for n in named.split(",") if n]
     for chosen in args or ["encoder_layer", "mlp_step"]:
         if chosen == "mlp_step":
             profile("MLP eager", ember_mlp_step(*mlp_data()), top, callees)
