@@ -15,15 +15,20 @@ backend leaves on the device fails its values when a read resolves it
 (``deferred.py``).
 Back-pressure: at most ``max_ops`` ops and ``max_bytes`` output bytes may be
 in flight; past that, submitting waits for the worker to catch up.
+Turns (GPU backends, ``launches_async``): a caller hands the worker what it queued
+at a message that ends fusible runs, once ``_TURN_MESSAGES`` wait, and waits while a
+batch runs (``_take_turn``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -56,6 +61,13 @@ _PROGRESS_EVERY = 256
 # read, a sync or a full batch cuts it short. A guess: ~200 tiny ops' submission.
 LINGER_S = float(os.environ.get("EMBER_LINGER_US", "1000")) / 1e6
 _BATCH_OPS = 1024
+# Turns: a caller hands over what it queued once this many messages wait and one that
+# ends fusible runs arrives (a guess: a few hand-overs per training step).
+_TURN_MESSAGES = 64
+# A caller that waits for a batch (turns) goes on after this long regardless: the worker
+# may wait for something the caller has yet to submit (another rank of a collective that
+# does not report it).
+_TURN_LIMIT_S = 0.05
 # EMBER_FUSION=0 runs every op on its own (identical results; for debugging and comparison).
 FUSION = os.environ.get("EMBER_FUSION", "1") not in ("", "0")
 
@@ -87,6 +99,26 @@ def _open_tail(batch: list) -> int:
         else:
             return tail
     return 0
+
+
+_worker_of_thread = threading.local()  # .actor: the actor whose worker this thread is
+
+
+def waiting_on_others() -> contextlib.AbstractContextManager:
+    """Around a worker's wait for other threads (the other ranks of a collective), which a
+    caller taking turns may be about to feed: that caller goes on instead of waiting for
+    the batch. Off a worker thread, or where callers take no turns, nothing."""
+    actor = getattr(_worker_of_thread, "actor", None)
+    if actor is None or not actor._takes_turns:
+        return contextlib.nullcontext()
+    return actor._waiting_on_others()
+
+
+def _ends_runs(msg: Any) -> bool:
+    """Whether ``msg`` closes any fusible run before it (a matmul, a step's end ...): a
+    batch cut after it splits no group, so steps repeat the same groups."""
+    kind = type(msg)
+    return (kind is Call and msg.op not in _JOINABLE) or kind is MultiCall or kind is StepEnd
 
 
 def format_site(site: tuple[str, int]) -> str:
@@ -129,6 +161,14 @@ class DeviceActor:
         self._wake = threading.Event()  # work is queued
         self._urgent = threading.Event()  # someone waits: stop lingering
         self._waiters: dict[int, Waiter] = {}
+        # Turns: the worker's batches on a GPU are host work (launches the device runs
+        # later) that needs the GIL, which a caller issuing meanwhile holds: CPython hands
+        # it back every 5 ms only, and each launch gives it up again, so the worker (and
+        # the GPU) would starve until the caller stops. Instead the caller waits.
+        self._takes_turns = bool(getattr(backend, "launches_async", False))
+        self._running = False  # the worker runs a batch
+        self._blocked = False  # ... and waits on another thread within it
+        self._batches_done = 0
         # Queued: submitted, not yet taken by the worker. Claimed: taken, not yet run.
         self._queued_bytes = 0
         self._claimed_ops = 0
@@ -177,9 +217,41 @@ class DeviceActor:
             self._wake.set()
         elif n >= _BATCH_OPS:
             self._urgent.set()
+        if self._takes_turns and (self._running or (n >= _TURN_MESSAGES and _ends_runs(msg))):
+            self._take_turn()
         if (n + self._claimed_ops > self.max_ops
                 or self._queued_bytes + self._claimed_bytes > self.max_bytes):
             self._throttle()
+
+    def _take_turn(self) -> None:
+        """Let the worker run: hand it what is queued (unless a batch runs already) and
+        wait until a batch has run, the worker waits on another thread, or
+        ``_TURN_LIMIT_S`` passed. Both need the GIL, so the caller loses no time it could
+        have used, and the GPU gets the launches at once."""
+        if threading.get_ident() == self._thread.ident:
+            return
+        with self._lock:
+            if not self._running:
+                self._urge()
+            done = self._batches_done
+            deadline = time.perf_counter() + _TURN_LIMIT_S
+            while (self._batches_done == done and not self._blocked and not self._stopping
+                   and self._thread.is_alive()):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                self._room.wait(left)
+
+    @contextlib.contextmanager
+    def _waiting_on_others(self) -> Iterator[None]:
+        with self._lock:
+            self._blocked = True
+            self._room.notify_all()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._blocked = False
 
     def _throttle(self) -> None:
         with self._lock:
@@ -301,6 +373,7 @@ class DeviceActor:
         np.seterr(all="ignore")  # inf and nan are results, as in PyTorch, not warnings
         pending = self._pending
         wake, urgent = self._wake, self._urgent
+        _worker_of_thread.actor = self
         try:
             # A GPU backend makes its device, stream and pool this thread's own.
             start_worker = getattr(self.backend, "start_worker", None)
@@ -338,6 +411,7 @@ class DeviceActor:
                     self._claimed_ops = len(batch)
                     self._claimed_bytes = self._queued_bytes
                     self._queued_bytes = 0
+                    self._running = bool(batch)
                 if batch:
                     self._run_batch(batch)
         except BaseException as exc:  # a bug in the runtime itself: readers get it, never a hang
@@ -364,6 +438,8 @@ class DeviceActor:
             # Messages are released every _PROGRESS_EVERY, bytes once per batch.
             self._claimed_ops = 0
             self._claimed_bytes = 0
+            self._running = False
+            self._batches_done += 1
             self._room.notify_all()
 
     def _run_with_steps(self, batch: list) -> None:
@@ -684,7 +760,8 @@ class DeviceActor:
         self._executed += 1
         source, waiter = _transfers.pop(msg.ticket)
         try:
-            exported = source.wait(waiter)
+            with self._waiting_on_others():
+                exported = source.wait(waiter)
             value = self.backend.import_(exported, msg.shape, msg.dtype)
         except KernelError as exc:
             self._failed[msg.out] = exc

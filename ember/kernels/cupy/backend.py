@@ -50,6 +50,9 @@ class CupyBackend:
     # Kernel parameters live in 4 KiB of constant memory (32 KiB on Hopper); 32 pointers
     # plus sizes and strides stay far below, and wider groups gain little (a guess).
     MAX_FUSED_INPUTS = 32
+    # The worker only launches what the GPU runs later: callers take turns with it
+    # (device_actor.py), so it launches at once instead of waiting for the GIL.
+    launches_async = True
 
     def __init__(self, index: int) -> None:
         self.index = index

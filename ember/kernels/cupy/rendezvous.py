@@ -20,9 +20,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.actors.device_actor import waiting_on_others
+
 # Seconds a rank waits for the others. Generous because a rank's first step may spend
 # a minute compiling kernels while the others wait (a guess from H200 cold starts).
 DEFAULT_TIMEOUT_S = float(os.environ.get("EMBER_COLLECTIVE_TIMEOUT_S", "120"))
+
+
+def _wait_for_others(cond: threading.Condition, done: Callable[[], bool],
+                     timeout_s: float) -> bool:
+    # A caller waiting for this worker's batch (turns, device_actor.py) may hold the
+    # other ranks' parts: it goes on meanwhile.
+    with waiting_on_others():
+        return cond.wait_for(done, timeout_s)
 
 
 class CollectiveError(RuntimeError):
@@ -67,7 +77,7 @@ class Rendezvous:
             state.parts[rank] = part
             if len(state.parts) == self.size:
                 self._issue(round_id, state, issue)
-            elif not self._cond.wait_for(lambda: state.done, self.timeout_s):
+            elif not _wait_for_others(self._cond, lambda: state.done, self.timeout_s):
                 missing = sorted(set(range(self.size)) - set(state.parts))
                 state.error = CollectiveError(
                     f"collective round {round_id}: rank(s) {missing} did not arrive within "

@@ -1,0 +1,170 @@
+"""Turns: on a backend whose worker only launches (a GPU's), a caller hands the worker
+what it queued at a message that ends fusible runs and waits while a batch runs. Checked
+on the CPU with a NumPy backend that says it launches asynchronously."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.actors import device_actor, registry
+from ember.kernels.numpy import NumpyBackend
+from ember.kernels.numpy.table import KERNELS
+from ember.ops._core import call
+
+_gates: dict[int, threading.Event] = {}
+_timings: dict[int, float] = {}
+
+
+class _TurnTakingBackend(NumpyBackend):
+    launches_async = True
+
+
+def _gated(msg, pool, x):
+    """Waits for its gate (attrs: gate id, whether the wait is reported as one on others)."""
+    gate_id, on_others = msg.attrs
+    with device_actor.waiting_on_others() if on_others else contextlib.nullcontext():
+        if not _gates[gate_id].wait(10):
+            raise TimeoutError("test gate never opened")
+    return x.copy()
+
+
+def _takes_a_turn_itself(msg, pool, x):
+    """Runs the caller's turn-taking on the worker thread, timing it."""
+    actor = registry._actors[msg.attrs[0]]
+    start = time.perf_counter()
+    actor._take_turn()
+    _timings[msg.attrs[1]] = time.perf_counter() - start
+    return x.copy()
+
+
+KERNELS.setdefault("test_turn_gate", _gated)
+KERNELS.setdefault("test_turn_self", _takes_a_turn_itself)
+
+
+@pytest.fixture(scope="module")
+def device():
+    """A cpu device (index 97) whose actor takes turns with its callers (one for the
+    module: a device keeps the actor it first found)."""
+    name = "cpu:97"
+    actor = device_actor.DeviceActor(name, _TurnTakingBackend(97))
+    registry._actors[name] = actor
+    try:
+        yield em.cpu(97)
+    finally:
+        actor.stop()
+        del registry._actors[name]
+
+
+def _gated_op(x: em.Tensor, on_others: bool = False) -> tuple[em.Tensor, threading.Event]:
+    gate = threading.Event()
+    _gates[id(gate)] = gate
+    return call("test_turn_gate", (x,), x.shape, x.dtype, (id(gate), on_others)), gate
+
+
+def _submit_in_thread(x: em.Tensor) -> tuple[threading.Thread, dict]:
+    """``x + 1`` submitted from a new thread; ``done["at"]``: when its submit returned."""
+    done: dict = {}
+
+    def submit() -> None:
+        done["result"] = x + 1
+        done["at"] = time.perf_counter()
+
+    thread = threading.Thread(target=submit)
+    thread.start()
+    return thread, done
+
+
+def test_results_match_numpy_and_long_issuing_is_handed_over_in_batches(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "LINGER_S", 10.0)  # no batch starts on its own
+    rng = np.random.default_rng(0)
+    w_np = rng.standard_normal((8, 8)).astype(np.float32)
+    x_np = rng.standard_normal((4, 8)).astype(np.float32)
+    w = em.from_numpy(w_np, device=device.autodiff()).require_grad()
+    x = em.from_numpy(x_np, device=device)
+    before = device.actor._batches_done
+    h, h_np = x, x_np
+    for _ in range(200):
+        h = (h @ w).tanh() * 0.5 + h
+        h_np = np.tanh(h_np @ w_np) * np.float32(0.5) + h_np
+    grads = h.sum().backward()
+    np.testing.assert_allclose(h.numpy(), h_np, rtol=1e-4, atol=1e-5)
+    assert w.grad(grads).shape == (8, 8)
+    assert np.isfinite(w.grad(grads).numpy()).all()
+    # ~7,000 messages were handed over at matmuls every 64 or so, not at the 1,024-message
+    # batch bound (or the read) alone.
+    assert device.actor._batches_done - before > 50
+
+
+def test_a_caller_waits_while_a_batch_runs(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
+    x = em.ones(4, device=device)
+    y, gate = _gated_op(x)
+    device.actor._urge()  # the batch with the gated op starts now
+    deadline = time.perf_counter() + 5
+    while not device.actor._running and time.perf_counter() < deadline:
+        time.sleep(0.001)
+    assert device.actor._running
+    thread, done = _submit_in_thread(x)
+    time.sleep(0.2)
+    assert "at" not in done  # its submit waits for the batch
+    opened = time.perf_counter()
+    gate.set()
+    thread.join(5)
+    assert done["at"] >= opened
+    np.testing.assert_array_equal(done["result"].numpy(), np.full(4, 2, np.float32))
+    np.testing.assert_array_equal(y.numpy(), np.ones(4, np.float32))
+
+
+def test_a_worker_waiting_on_other_threads_lets_its_caller_go_on(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
+    x = em.ones(4, device=device)
+    y, gate = _gated_op(x, on_others=True)  # as a collective's rank waits for the others
+    device.actor._urge()
+    start = time.perf_counter()
+    while not device.actor._blocked and time.perf_counter() - start < 5:
+        time.sleep(0.001)
+    z = x * 3  # the caller is not held: it may be about to give what the worker waits for
+    assert time.perf_counter() - start < 2
+    gate.set()
+    np.testing.assert_array_equal(z.numpy(), np.full(4, 3, np.float32))
+    np.testing.assert_array_equal(y.numpy(), np.ones(4, np.float32))
+    assert not device.actor._blocked
+
+
+def test_the_wait_for_a_batch_is_bounded(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 0.2)
+    x = em.ones(4, device=device)
+    y, gate = _gated_op(x)  # a wait the worker does not report
+    device.actor._urge()
+    while not device.actor._running:
+        time.sleep(0.001)
+    thread, done = _submit_in_thread(x)
+    thread.join(5)
+    assert "at" in done and device.actor._running  # went on while the batch still runs
+    gate.set()
+    np.testing.assert_array_equal(done["result"].numpy(), np.full(4, 2, np.float32))
+    np.testing.assert_array_equal(y.numpy(), np.ones(4, np.float32))
+
+
+def test_the_worker_never_waits_for_itself(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
+    x = em.ones(4, device=device)
+    y = call("test_turn_self", (x,), x.shape, x.dtype, ("cpu:97", id(x)))
+    np.testing.assert_array_equal(y.numpy(), np.ones(4, np.float32))
+    assert _timings[id(x)] < 1.0
+
+
+def test_backends_that_run_on_the_worker_take_no_turns():
+    actor = em.cpu(0).actor
+    assert not actor._takes_turns
+    y = em.ones(3) + 1
+    assert not actor._running or y.numpy() is not None
+    with device_actor.waiting_on_others():  # off a worker thread: nothing
+        assert not actor._blocked
+    np.testing.assert_array_equal(y.numpy(), np.full(3, 2, np.float32))
