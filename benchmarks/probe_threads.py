@@ -4,7 +4,9 @@ encoder steps run eagerly, as ``em.graphed`` steps and (the encoder) as pure one
 
 Both threads share the GIL, so while the GPU keeps up, wall ≈ caller + worker CPU. The
 worker's CPU is read from its own thread clock (``pthread_getcpuclockid``), so nothing in
-the runtime is instrumented and the figures are the plain run's.
+the runtime is instrumented and the figures are the plain run's; it includes the final
+sync's wait, which spins. Also: the worker's batches per step, and the fused kernels
+compiled while measuring (0 in a steady state).
 
 Run: ``PYTHONPATH=. python3 benchmarks/probe_threads.py [mlp_step] [encoder_layer]
 [--precision highest|high|medium] [--steps N]`` on a machine with a GPU.
@@ -49,6 +51,8 @@ def probe(name: str, step: Callable[[], Any], steps: int) -> None:
         em_sync()
         del kept
     clock = worker_clock()
+    fused = DEV.actor.backend.fused
+    compiled, batches = fused.compiled, DEV.actor._batches_done
     caller = 0.0
     worker = time.clock_gettime(clock)
     start = time.perf_counter()
@@ -62,7 +66,8 @@ def probe(name: str, step: Callable[[], Any], steps: int) -> None:
     worker = time.clock_gettime(clock) - worker
     n = steps // IN_FLIGHT * IN_FLIGHT
     print(f"| {name} | {wall / n * 1e3:.2f} | {caller / n * 1e3:.2f} | "
-          f"{worker / n * 1e3:.2f} |", flush=True)
+          f"{worker / n * 1e3:.2f} | {(DEV.actor._batches_done - batches) / n:.1f} | "
+          f"{fused.compiled - compiled} |", flush=True)
 
 
 def main(args: list[str]) -> None:
@@ -71,14 +76,15 @@ def main(args: list[str]) -> None:
     chosen = args or ["mlp_step", "encoder_layer"]
     precision = em.get_float32_matmul_precision()
     print(f"# float32 matmul precision {precision!r}, {IN_FLIGHT} steps in flight\n"
-          "| step | wall ms | caller CPU ms | worker CPU ms |\n|---|---|---|---|", flush=True)
+          "| step | wall ms | caller CPU ms | worker CPU ms | batches / step | kernels "
+          "compiled |\n|---|---|---|---|---|---|", flush=True)
     if "mlp_step" in chosen:
         x_np, y_np = mlp_data()
         probe("MLP eager", ember_mlp_step(x_np, y_np), int(steps))
         probe("MLP em.graphed", em.graphed(ember_mlp_step(x_np, y_np, capturable=True), DEV),
               int(steps))
         ms = timed(torch_mlp_step(x_np, y_np), torch_sync, IN_FLIGHT) * 1e3
-        print(f"| MLP torch eager (its default precision) | {ms:.2f} | | |", flush=True)
+        print(f"| MLP torch eager (its default precision) | {ms:.2f} | | | | |", flush=True)
     if "encoder_layer" in chosen:
         e_np = encoder_input()
         probe("encoder eager", ember_encoder_step(e_np), int(steps))
@@ -86,7 +92,7 @@ def main(args: list[str]) -> None:
         probe("encoder em.graphed pure", em.graphed(ember_encoder_step(e_np), DEV, pure=True),
               int(steps))
         ms = timed(torch_encoder_step(e_np), torch_sync, IN_FLIGHT) * 1e3
-        print(f"| encoder torch eager (its default precision) | {ms:.2f} | | |", flush=True)
+        print(f"| encoder torch eager (its default precision) | {ms:.2f} | | | | |", flush=True)
     torch.cuda.synchronize()
 
 

@@ -16,8 +16,8 @@ backend leaves on the device fails its values when a read resolves it
 Back-pressure: at most ``max_ops`` ops and ``max_bytes`` output bytes may be
 in flight; past that, submitting waits for the worker to catch up.
 Turns (GPU backends, ``launches_async``): a caller hands the worker what it queued
-at a message that ends fusible runs, once ``_TURN_MESSAGES`` wait, and waits while a
-batch runs (``_take_turn``).
+at a message that ends fusible runs, once ``_TURN_MESSAGES`` wait (inside an
+``em.graphed`` step: at its end), and waits while a batch runs (``_take_turn``).
 """
 
 from __future__ import annotations
@@ -115,10 +115,10 @@ def waiting_on_others() -> contextlib.AbstractContextManager:
 
 
 def _ends_runs(msg: Any) -> bool:
-    """Whether ``msg`` closes any fusible run before it (a matmul, a step's end ...): a
+    """Whether ``msg`` closes any fusible run before it (a matmul, a multi-output op): a
     batch cut after it splits no group, so steps repeat the same groups."""
     kind = type(msg)
-    return (kind is Call and msg.op not in _JOINABLE) or kind is MultiCall or kind is StepEnd
+    return (kind is Call and msg.op not in _JOINABLE) or kind is MultiCall
 
 
 def format_site(site: tuple[str, int]) -> str:
@@ -169,6 +169,9 @@ class DeviceActor:
         self._running = False  # the worker runs a batch
         self._blocked = False  # ... and waits on another thread within it
         self._batches_done = 0
+        # A caller is inside an em.graphed step, which the worker only collects until its
+        # end: no hand-over before that.
+        self._in_step = False
         # Queued: submitted, not yet taken by the worker. Claimed: taken, not yet run.
         self._queued_bytes = 0
         self._claimed_ops = 0
@@ -217,7 +220,8 @@ class DeviceActor:
             self._wake.set()
         elif n >= _BATCH_OPS:
             self._urgent.set()
-        if self._takes_turns and (self._running or (n >= _TURN_MESSAGES and _ends_runs(msg))):
+        if self._takes_turns and (self._running or (n >= _TURN_MESSAGES and _ends_runs(msg)
+                                                    and not self._in_step)):
             self._take_turn()
         if (n + self._claimed_ops > self.max_ops
                 or self._queued_bytes + self._claimed_bytes > self.max_bytes):
@@ -325,11 +329,15 @@ class DeviceActor:
         """Open a step of ``em.graphed``: what is submitted until ``step_end`` is one unit."""
         self._stepping = True
         self.submit(StepBegin(), 0)
+        self._in_step = True
 
     def step_end(self, token: int = 0, args: tuple[int, ...] = (),
                  results: tuple[int, ...] = ()) -> None:
         """Close the step; a pure one names itself, its tensor arguments and results."""
+        self._in_step = False
         self.submit(StepEnd(token, args, results), 0)
+        if self._takes_turns:  # the step runs (or replays) whole, at once
+            self._take_turn()
 
     def replay_step(self, msg: ReplayStep, nbytes: int) -> None:
         """Queue the replay of a captured pure step (``StepGraphs.replay_pure``)."""

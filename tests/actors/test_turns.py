@@ -168,3 +168,26 @@ def test_backends_that_run_on_the_worker_take_no_turns():
     with device_actor.waiting_on_others():  # off a worker thread: nothing
         assert not actor._blocked
     np.testing.assert_array_equal(y.numpy(), np.full(3, 2, np.float32))
+
+
+def test_a_graphed_step_is_handed_over_whole_at_its_end(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "LINGER_S", 10.0)  # no batch starts on its own
+    w_np = np.eye(4, dtype=np.float32) * np.float32(0.5)
+    w = em.from_numpy(w_np, device=device)
+
+    def step(x: em.Tensor) -> em.Tensor:
+        for _ in range(100):  # ~300 messages, a matmul every 3
+            x = (x @ w) + 1.0
+        return x
+
+    graphed = em.graphed(step, device)
+    x = em.ones((2, 4), device=device)
+    em.sync(device)
+    before = device.actor._batches_done
+    y = graphed(x)
+    # Only the step's end handed it over (the worker collects a step until its end).
+    assert device.actor._batches_done - before == 1
+    expected = np.ones((2, 4), np.float32)
+    for _ in range(100):
+        expected = expected @ w_np + np.float32(1.0)
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
