@@ -68,6 +68,8 @@ _TURN_MESSAGES = 64
 # may wait for something the caller has yet to submit (another rank of a collective that
 # does not report it).
 _TURN_LIMIT_S = 0.05
+# EMBER_TURNS=0: callers of a GPU device never wait for its worker (for comparison).
+TURNS = os.environ.get("EMBER_TURNS", "1") not in ("", "0")
 # EMBER_FUSION=0 runs every op on its own (identical results; for debugging and comparison).
 FUSION = os.environ.get("EMBER_FUSION", "1") not in ("", "0")
 
@@ -165,7 +167,7 @@ class DeviceActor:
         # later) that needs the GIL, which a caller issuing meanwhile holds: CPython hands
         # it back every 5 ms only, and each launch gives it up again, so the worker (and
         # the GPU) would starve until the caller stops. Instead the caller waits.
-        self._takes_turns = bool(getattr(backend, "launches_async", False))
+        self._takes_turns = TURNS and bool(getattr(backend, "launches_async", False))
         self._running = False  # the worker runs a batch
         self._blocked = False  # ... and waits on another thread within it
         self._batches_done = 0

@@ -16,6 +16,7 @@ from ember.actors import device_actor, registry
 from ember.kernels.numpy import NumpyBackend
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
+from tests.fusion.batching import fresh_index
 
 _gates: dict[int, threading.Event] = {}
 _timings: dict[int, float] = {}
@@ -49,16 +50,14 @@ KERNELS.setdefault("test_turn_self", _takes_a_turn_itself)
 
 @pytest.fixture(scope="module")
 def device():
-    """A cpu device (index 97) whose actor takes turns with its callers (one for the
-    module: a device keeps the actor it first found)."""
-    name = "cpu:97"
-    actor = device_actor.DeviceActor(name, _TurnTakingBackend(97))
+    """A cpu device of an index no other test uses, whose actor takes turns with its
+    callers (one for the module: a device keeps the actor it first found)."""
+    index = fresh_index()
+    name = f"cpu:{index}"
+    actor = device_actor.DeviceActor(name, _TurnTakingBackend(index))
     registry._actors[name] = actor
-    try:
-        yield em.cpu(97)
-    finally:
-        actor.stop()
-        del registry._actors[name]
+    yield em.cpu(index)
+    actor.stop()
 
 
 def _gated_op(x: em.Tensor, on_others: bool = False) -> tuple[em.Tensor, threading.Event]:
@@ -155,7 +154,7 @@ def test_the_wait_for_a_batch_is_bounded(device, monkeypatch):
 def test_the_worker_never_waits_for_itself(device, monkeypatch):
     monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
     x = em.ones(4, device=device)
-    y = call("test_turn_self", (x,), x.shape, x.dtype, ("cpu:97", id(x)))
+    y = call("test_turn_self", (x,), x.shape, x.dtype, (device.name, id(x)))
     np.testing.assert_array_equal(y.numpy(), np.ones(4, np.float32))
     assert _timings[id(x)] < 1.0
 
