@@ -82,6 +82,21 @@ def em_sync() -> None:
     em.sync(DEV)
 
 
+def in_flight(step: Callable[[], Any], rounds: int, per_round: int,
+              clock: Callable[[], float] = time.thread_time) -> tuple[float, float]:
+    """Issue ``per_round`` steps (their results kept) and sync, ``rounds`` times: (wall
+    seconds, seconds of ``clock`` spent issuing), the probes' measure of a step."""
+    issuing = 0.0
+    start = time.perf_counter()
+    for _ in range(rounds):
+        t = clock()
+        kept = [step() for _ in range(per_round)]
+        issuing += clock() - t
+        em_sync()
+        del kept
+    return time.perf_counter() - start, issuing
+
+
 def cp_sync() -> None:
     cp.cuda.Device().synchronize()
 

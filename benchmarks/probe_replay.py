@@ -17,6 +17,7 @@ import cupy as cp
 
 import ember as em
 from benchmarks.bench_cuda import DEV, em_sync, ember_encoder_step, encoder_input
+from benchmarks.bench_cuda import in_flight as run_in_flight
 from ember.actors import step_graphs
 from ember.kernels.cupy import graphs
 
@@ -68,15 +69,8 @@ def probe(label: str, step, steps: int, in_flight: int) -> None:
     spent.clear()
     counts.clear()
     gpu_events.clear()
-    issue = 0.0
-    start = time.perf_counter()
-    for _ in range(steps // in_flight):
-        t = time.perf_counter()
-        kept = [step() for _ in range(in_flight)]
-        issue += time.perf_counter() - t
-        em_sync()
-        del kept
-    wall = (time.perf_counter() - start) / steps
+    wall, issue = run_in_flight(step, steps // in_flight, in_flight, time.perf_counter)
+    wall /= steps
     gpu = sum(cp.cuda.get_elapsed_time(a, b) for a, b in gpu_events) / max(len(gpu_events), 1)
     parts = ", ".join(f"{k} {v / steps * 1e3:.3f} ms (x{counts[k] / steps:.1f})"
                       for k, v in spent.items())

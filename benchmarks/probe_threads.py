@@ -28,6 +28,7 @@ from benchmarks.bench_cuda import (
     ember_encoder_step,
     ember_mlp_step,
     encoder_input,
+    in_flight,
     mlp_data,
     take_option,
     take_precision,
@@ -53,16 +54,8 @@ def probe(name: str, step: Callable[[], Any], steps: int) -> None:
     clock = worker_clock()
     fused = DEV.actor.backend.fused
     compiled, batches = fused.compiled, DEV.actor._batches_done
-    caller = 0.0
     worker = time.clock_gettime(clock)
-    start = time.perf_counter()
-    for _ in range(steps // IN_FLIGHT):
-        t = time.thread_time()
-        kept = [step() for _ in range(IN_FLIGHT)]
-        caller += time.thread_time() - t
-        em_sync()
-        del kept
-    wall = time.perf_counter() - start
+    wall, caller = in_flight(step, steps // IN_FLIGHT, IN_FLIGHT)
     worker = time.clock_gettime(clock) - worker
     n = steps // IN_FLIGHT * IN_FLIGHT
     print(f"| {name} | {wall / n * 1e3:.2f} | {caller / n * 1e3:.2f} | "

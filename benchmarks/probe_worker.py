@@ -20,6 +20,7 @@ from benchmarks.bench_cuda import (
     ember_encoder_step,
     ember_mlp_step,
     encoder_input,
+    in_flight,
     mlp_data,
     take_precision,
 )
@@ -107,15 +108,8 @@ def probe(name: str, step, steps: int = 30, warmup: int = 20) -> None:
     count.clear()
     fused = DEV.actor.backend.fused
     compiled, tuned = fused.compiled, fused.tuner().misses
-    caller = 0.0
-    start = time.perf_counter()
-    for _ in range(steps // 10):
-        t = time.thread_time()
-        kept = [step() for _ in range(10)]
-        caller += time.thread_time() - t
-        em_sync()
-        del kept
-    wall = (time.perf_counter() - start) / steps
+    wall, caller = in_flight(step, steps // 10, 10)
+    wall /= steps
     print(f"## {name}: wall {wall * 1e3:.2f} ms/step, caller CPU {caller / steps * 1e3:.2f} "
           f"ms/step, worker CPU {cpu['run_messages (all)'] / steps * 1e3:.2f} ms/step; "
           f"{fused.compiled - compiled} compiles, {fused.tuner().misses - tuned} tunings")
