@@ -220,7 +220,7 @@ class DeviceActor:
         n = len(pending)
         if n == 1:
             self._wake.set()
-        elif n >= _BATCH_OPS:
+        elif n >= _BATCH_OPS and not self._urgent.is_set():  # a set costs a lock and a notify
             self._urgent.set()
         if self._takes_turns and (self._running or (n >= _TURN_MESSAGES and _ends_runs(msg)
                                                     and not self._in_step)):
