@@ -253,8 +253,14 @@ class FusionPlanner:
         a buffer stored before this batch (None if unknown).
         """
         kinds, least = self._kinds, self.min_elements
-        if sum(1 for m in batch if type(m) is Call and m.op in kinds
-               and (kinds[m.op] != "elementwise" or math.prod(m.shape) >= least)) < 2:
+        candidates = 0
+        for m in batch:
+            if (type(m) is Call and m.op in kinds
+                    and (kinds[m.op] != "elementwise" or math.prod(m.shape) >= least)):
+                candidates += 1
+                if candidates == 2:
+                    break
+        else:
             return batch
         made_here: dict[int, tuple[str, tuple[int, ...]]] = {}
 
@@ -266,34 +272,43 @@ class FusionPlanner:
             found = made_here.get(tensor_id)
             return found[1] if found is not None else stored_shape_of(tensor_id)
 
-        dropped = {m.id for m in batch if type(m) is Drop}
+        dropped: set[int] = set()
         last_read: dict[int, int] = {}
         for position, msg in enumerate(batch):
-            for i in _reads(msg):
+            kind = type(msg)
+            if kind is Drop:
+                dropped.add(msg.id)
+                continue
+            for i in msg.inputs if kind is Call else _reads(msg):
                 last_read[i] = position
         out: list = []
         run = _Run()
         deferred: list = []
+        fusible, max_inputs = self._fusible, self.max_inputs
         for position, msg in enumerate(batch):
             kind = type(msg)
-            if kind is Drop and run.end >= 0:
-                deferred.append(msg)
+            if kind is Drop:  # half of a training step's messages: the short way
+                (deferred if run.end >= 0 else out).append(msg)
                 continue
-            role = kinds.get(msg.op) if kind is Call else None
-            if role is not None and not self._fusible(msg, dtype_of):
-                role = None
-            # Only reductions and views look at their input's shape.
-            in_shape = (shape_of(msg.inputs[0]) if role is not None and role != "elementwise"
-                        else None)
-            _note_meta(msg, made_here)
-            if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
+            if kind is Call:
+                role = kinds.get(msg.op)
+                if role is not None and not fusible(msg, dtype_of):
+                    role = None
+                # Only reductions and views look at their input's shape.
+                in_shape = (shape_of(msg.inputs[0]) if role is not None and role != "elementwise"
+                            else None)
+                made_here[msg.out] = (msg.dtype, msg.shape)
+            else:
+                role = in_shape = None
+                _note_meta(msg, made_here)
+            if role is not None and run.accepts(msg, role, in_shape, max_inputs):
                 run.add(msg, role, in_shape, position)
                 continue
             if run.size:  # an empty run (the common case between calls) stays as it is
                 self._close(run, out, dropped, last_read)
                 out.extend(deferred)
                 run, deferred = _Run(), []
-            if role is not None and run.accepts(msg, role, in_shape, self.max_inputs):
+            if role is not None and run.accepts(msg, role, in_shape, max_inputs):
                 run.add(msg, role, in_shape, position)
             else:
                 out.append(msg)
