@@ -195,7 +195,8 @@ def _fit(grad: Any, shape: tuple, dtype: Any) -> Any:
             extra + i for i, size in enumerate(shape) if size == 1 and grad.shape[extra + i] != 1)
         if dims:
             grad = grad.sum(dim=dims, keepdim=True)
-        grad = grad.reshape(shape)
+        if grad.shape != shape:  # a keepdim sum may have made it already: no op for nothing
+            grad = grad.reshape(shape)
     if grad.dtype is not dtype and dtype.kind == "f":
         grad = grad.astype(dtype)
     return grad

@@ -92,7 +92,8 @@ def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
     a2 = a if a.ndim >= 2 else reshape(a, (1, a.shape[0]))
     b2 = b if b.ndim >= 2 else reshape(b, (b.shape[0], 1))
     batch = grad.shape[:grad.ndim - (a.ndim >= 2) - (b.ndim >= 2)]
-    g2 = reshape(grad, batch + (a2.shape[-2], b2.shape[-1]))
+    matrices = batch + (a2.shape[-2], b2.shape[-1])
+    g2 = grad if grad.shape == matrices else reshape(grad, matrices)
     tracked_a, tracked_b = ctx.needs_input_grad
     grad_a = grad_b = None
     if tracked_a:
