@@ -49,6 +49,18 @@ def get_float32_matmul_precision() -> str:
     return _precision
 
 
-def matmul_attrs() -> tuple:
-    """A matmul message's attrs: empty at "highest", else the precision's name."""
+def matmul_attrs(transpose_a: bool = False, transpose_b: bool = False) -> tuple:
+    """A float32 matmul message's attrs: empty at "highest", else the precision's name;
+    with an operand to be read transposed (backward passes' products), the precision and
+    both flags."""
+    if transpose_a or transpose_b:
+        return (_precision, transpose_a, transpose_b)
     return () if _precision == "highest" else (_precision,)
+
+
+def read_matmul_attrs(attrs: tuple) -> tuple[str, bool, bool]:
+    """(precision, transpose_a, transpose_b) of a matmul message's attrs (other dtypes
+    than float32 carry "highest")."""
+    if len(attrs) == 3:
+        return attrs
+    return (attrs[0] if attrs else "highest"), False, False

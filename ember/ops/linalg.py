@@ -81,6 +81,27 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return call("matmul", (a, b), batch + rows + cols, out_dtype, attrs, device)
 
 
+def _transposed_product(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> Tensor:
+    """``a @ b`` with the flagged operands (both at least 2-D) read transposed: one op, where
+    ``transpose`` and ``matmul`` would be two (a backward pass's products; every backend's
+    kernel takes the transposed view)."""
+    def matrices(x: Tensor, flipped: bool) -> tuple[int, ...]:
+        return x.shape[:-2] + (x.shape[-1], x.shape[-2]) if flipped else x.shape
+
+    a_shape, b_shape = matrices(a, transpose_a), matrices(b, transpose_b)
+    if a_shape[-1] != b_shape[-2]:
+        raise ShapeError(f"matmul: inner dimensions differ: lhs {a_shape} vs rhs {b_shape} "
+                         f"(read transposed from {a.shape} and {b.shape})")
+    batch = broadcast_shapes("matmul", a_shape[:-2], b_shape[:-2])
+    out_dtype = _dtype.promote(a.dtype, b.dtype)
+    if out_dtype is _dtype.float32:
+        attrs = precision.matmul_attrs(transpose_a, transpose_b)
+    else:
+        attrs = ("highest", transpose_a, transpose_b)
+    return call("matmul", (a, b), batch + (a_shape[-2], b_shape[-1]), out_dtype, attrs,
+                same_device("matmul", (a, b)))
+
+
 @differentiable("matmul", compute_bound=True)
 def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
     """``da = grad @ bᵀ``, ``db = aᵀ @ grad``, with 1-D operands seen as a row / a column.
@@ -89,6 +110,13 @@ def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
     gradient over the batch dims its operand was broadcast along.
     """
     a, b = ctx.inputs
+    _, flip_a, flip_b = precision.read_matmul_attrs(ctx.attrs)
+    # A product of transposed reads (this rule's own, were they ever recorded): the
+    # gradients of the operands as read, transposed back below.
+    if flip_a:
+        a = transpose(a, -2, -1)
+    if flip_b:
+        b = transpose(b, -2, -1)
     a2 = a if a.ndim >= 2 else reshape(a, (1, a.shape[0]))
     b2 = b if b.ndim >= 2 else reshape(b, (b.shape[0], 1))
     batch = grad.shape[:grad.ndim - (a.ndim >= 2) - (b.ndim >= 2)]
@@ -97,18 +125,22 @@ def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
     tracked_a, tracked_b = ctx.needs_input_grad
     grad_a = grad_b = None
     if tracked_a:
-        grad_a = matmul(g2, transpose(b2, -2, -1))
+        grad_a = _transposed_product(g2, b2, False, True)
         if a.ndim == 1:
             grad_a = reshape(grad_a, grad_a.shape[:-2] + a.shape)
     if tracked_b and b2.ndim == 2 and a2.ndim > 2:
         # A weight shared by every batch (x @ W): one product over all rows (K = rows of
         # every batch), not a batched one with a small K and then a sum over the batch.
         rows = reshape(a2, (-1, a2.shape[-1]))
-        grad_b = matmul(transpose(rows, -2, -1), reshape(g2, (-1, g2.shape[-1])))
+        grad_b = _transposed_product(rows, reshape(g2, (-1, g2.shape[-1])), True, False)
         if b.ndim == 1:
             grad_b = reshape(grad_b, b.shape)
     elif tracked_b:
-        grad_b = matmul(transpose(a2, -2, -1), g2)
+        grad_b = _transposed_product(a2, g2, True, False)
         if b.ndim == 1:
             grad_b = reshape(grad_b, grad_b.shape[:-2] + b.shape)
+    if flip_a and grad_a is not None:
+        grad_a = transpose(grad_a, -2, -1)
+    if flip_b and grad_b is not None:
+        grad_b = transpose(grad_b, -2, -1)
     return grad_a, grad_b

@@ -23,7 +23,7 @@ from ember.kernels.cupy import gemm, take_along
 from ember.kernels.numpy import creation
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
-from ember.precision import TF32_FROM_ENV
+from ember.precision import TF32_FROM_ENV, read_matmul_attrs
 
 KERNELS: dict[str, Callable[..., Any]] = dict(NUMPY_KERNELS)
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
@@ -74,6 +74,11 @@ def _matmul(msg, pool, a, b):
     # NumPy, whose kernel widens them; integer products stay NumPy's kernel (on CuPy).
     if msg.dtype not in gemm.DATA_TYPES:
         return NUMPY_KERNELS["matmul"](msg, pool, a, b)
+    precision, transpose_a, transpose_b = read_matmul_attrs(msg.attrs)
+    if transpose_a:  # a view: cuBLAS reads it transposed (gemm.layout)
+        a = a.swapaxes(-1, -2)
+    if transpose_b:
+        b = b.swapaxes(-1, -2)
     out_dtype = NP[msg.dtype]
     a = a.astype(out_dtype, copy=False)
     b = b.astype(out_dtype, copy=False)
@@ -84,7 +89,6 @@ def _matmul(msg, pool, a, b):
     elif a.ndim > 2 and b.ndim == 2:
         # (..., m, k) @ (k, n) as one GEMM over the flattened rows.
         a = a.reshape(-1, a.shape[-1])
-    precision = msg.attrs[0] if msg.attrs else "highest"
     return gemm.current().matmul(a, b, msg.dtype, precision).reshape(msg.shape)
 
 

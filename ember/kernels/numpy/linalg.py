@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.kernels.numpy.table import NP, kernel, namespace
+from ember.precision import read_matmul_attrs
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
@@ -28,6 +29,11 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 @kernel("matmul")
 def _matmul(msg, pool, a, b):
+    _, transpose_a, transpose_b = read_matmul_attrs(msg.attrs)
+    if transpose_a:
+        a = a.swapaxes(-1, -2)
+    if transpose_b:
+        b = b.swapaxes(-1, -2)
     out_dtype = NP[msg.dtype]
     if out_dtype in _LOW_PRECISION:
         product = _product(a.astype(_F32), b.astype(_F32), namespace(a).empty(msg.shape, _F32))

@@ -16,6 +16,7 @@ from typing import Any
 
 from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, kernel
+from ember.precision import read_matmul_attrs
 
 _TILE = 64
 _DEPTH = 16
@@ -95,10 +96,20 @@ def _render(a_dtype: str, b_dtype: str, out_dtype: str, batch_rank: int) -> str:
             + codegen.ENTRY.format(size=256) + main + "\n}\n")
 
 
+def _transposed(x: WgpuArray) -> WgpuArray:
+    return x.view(x.shape[:-2] + (x.shape[-1], x.shape[-2]),
+                  x.strides[:-2] + (x.strides[-1], x.strides[-2]), x.offset)
+
+
 @kernel("matmul")
 def _matmul(msg: Any, rt: Any, a: WgpuArray, b: WgpuArray) -> WgpuArray:
     for x in (a, b):
         check_dtype(x.dtype, "matmul", rt.name, rt.has_f16)
+    _, transpose_a, transpose_b = read_matmul_attrs(msg.attrs)
+    if transpose_a:  # strided views: the shader reads any strides
+        a = _transposed(a)
+    if transpose_b:
+        b = _transposed(b)
     out = rt.empty(msg.shape, msg.dtype)
     # A 1-D operand is a row (lhs) or a column (rhs); the output simply lacks that dim.
     a2 = a if a.ndim >= 2 else a.view((1, a.shape[0]), (0, a.strides[0]), a.offset)
