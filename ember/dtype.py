@@ -109,6 +109,19 @@ def as_dtype(value: object) -> DType:
     )
 
 
+_STORAGE_NAMES: dict = {}
+
+
+def storage_name(stored: object) -> str:
+    """The dtype name of a stored array's ``dtype`` (a NumPy dtype: NumPy's names are
+    ember's; or a backend's name already). Cached: ``str`` of a NumPy dtype runs Python
+    code in NumPy, and a device worker asks for it per input it plans or replays."""
+    name = _STORAGE_NAMES.get(stored)
+    if name is None:
+        name = _STORAGE_NAMES[stored] = str(stored)
+    return name
+
+
 def _native(npd: np.dtype) -> np.dtype:
     """``npd`` in the machine's byte order (``>f4`` → ``<f4`` on x86)."""
     return npd if npd.isnative else npd.newbyteorder("=")

@@ -40,6 +40,7 @@ from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Recei
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.stats import Stats
 from ember.actors.waiter import Waiter
+from ember.dtype import storage_name
 from ember.errors import KernelError
 from ember.kernels.fusion.planner import (ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS,
                                           FusedGroup)
@@ -513,7 +514,7 @@ class DeviceActor:
     def stored_meta(self, tensor_id: int) -> tuple[tuple[int, ...], str] | None:
         """(shape, dtype name) of a computed value, None if missing or failed."""
         value = self._env.get(tensor_id)
-        return None if value is None else (tuple(value.shape), str(value.dtype))
+        return None if value is None else (tuple(value.shape), storage_name(value.dtype))
 
     def store(self, tensor_id: int, value: Any) -> None:
         self._store(tensor_id, value)
@@ -608,7 +609,7 @@ class DeviceActor:
 
     def _stored_dtype(self, tensor_id: int) -> str | None:
         value = self._env.get(tensor_id)
-        return None if value is None else str(value.dtype)
+        return None if value is None else storage_name(value.dtype)
 
     def _stored_shape(self, tensor_id: int) -> tuple[int, ...] | None:
         value = self._env.get(tensor_id)

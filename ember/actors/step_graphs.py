@@ -64,11 +64,17 @@ def signature(messages: list, stored: Any) -> tuple[tuple, list[int], list[int]]
     for msg in messages:
         kind = type(msg)
         if kind is Call or kind is MultiCall:
-            for i in msg.inputs:
+            read_ids = msg.inputs
+            for i in read_ids:
                 if i not in refs:
                     refs[i] = -1 - len(inputs)
                     inputs.append(i)
-            read = tuple([refs[i] for i in msg.inputs])
+            if len(read_ids) == 1:  # most ops: no comprehension's frame (Python 3.11)
+                read = (refs[read_ids[0]],)
+            elif len(read_ids) == 2:
+                read = (refs[read_ids[0]], refs[read_ids[1]])
+            else:
+                read = tuple([refs[i] for i in read_ids])
             if kind is Call:
                 append((msg.op, msg.attrs, msg.shape, msg.dtype, read))
                 refs[msg.out] = len(produced)

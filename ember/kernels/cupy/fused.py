@@ -16,6 +16,7 @@ import cupy
 import numpy as np
 
 import ember
+from ember.dtype import storage_name
 from ember.kernels.autotune import Autotuner
 from ember.kernels.cupy import codegen, rowgen
 from ember.kernels.cupy.table import KERNELS
@@ -201,7 +202,7 @@ class FusedKernels:
             sum(abs(st) * (size - 1) for st, size in zip(per_input, sizes)) < 2**31
             for per_input in strides)
         layout = codegen.Layout(tuple(kinds), len(sizes), narrow)
-        dtypes = [str(a.dtype) for a in inputs]
+        dtypes = [storage_name(a.dtype) for a in inputs]
         tail: list = [np.int64(n)]
         if strided:
             tail += [np.int64(s) for s in sizes]
@@ -248,7 +249,7 @@ class FusedKernels:
         layout, row_strides, col_sizes, col_strides = rowgen.row_layout(
             shape, r, members, program.steps,
             [(a.shape, a.strides, a.itemsize) for a in inputs], aligned, vector)
-        dtypes = [str(a.dtype) for a in inputs]
+        dtypes = [storage_name(a.dtype) for a in inputs]
         outputs = {j: cupy.empty(members[j].shape, NP[members[j].dtype])
                    for j, keep in enumerate(program.materialize) if keep}
         tail: list = [np.int64(rows), np.int32(length)]

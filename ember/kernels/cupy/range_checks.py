@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ember.dtype import storage_name
 from ember.kernels.numpy.indexing import check_range, range_error
 
 if TYPE_CHECKING:
@@ -85,9 +86,10 @@ class RangeChecks:
             return
         import cupy
 
-        if str(index.dtype) not in _INDEX_TYPES:
+        dtype = storage_name(index.dtype)
+        if dtype not in _INDEX_TYPES:
             index = index.astype(np.int64)
-        dtype = str(index.dtype)
+            dtype = "int64"
         kernel = self._kernels.get(dtype)
         if kernel is None:
             kernel = self._kernels[dtype] = cupy.RawKernel(source(dtype),

@@ -43,6 +43,7 @@ import msgspec
 
 from ember.actors.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
                              Upload)
+from ember.dtype import storage_name
 from ember.kernels.fusion.cexpr import attr_shape
 
 # Elementwise ops whose output has the broadcast shape of their inputs.
@@ -95,7 +96,7 @@ def _note_meta(msg: Any, made_here: dict[int, tuple[str, tuple[int, ...]]]) -> N
         made_here.update(zip(msg.outs, zip(msg.dtypes, msg.shapes)))
     elif kind is Upload:
         # NumPy's dtype names are ember's for the dtypes NumPy has.
-        made_here[msg.out] = (str(msg.data.dtype), tuple(msg.data.shape))
+        made_here[msg.out] = (storage_name(msg.data.dtype), tuple(msg.data.shape))
 
 
 def _reads(msg: Any) -> tuple[int, ...]:
