@@ -16,6 +16,11 @@ from ember import dtype as _dtype
 from ember.device import Device
 from ember.errors import DTypeError, ShapeError
 from ember.nn.param import Buffer, Param
+from ember.ops import _core
+
+
+# Per Module subclass: whether its forward is ember's own code (see Module.__call__).
+_FORWARD_IS_EMBERS: dict[type, bool] = {}
 
 
 class Module:
@@ -53,7 +58,27 @@ class Module:
         object.__delattr__(self, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        # Ops record the first line outside ember that led to them (a stack walk each).
+        # Inside one of ember's own modules every op would find the same line, this call's
+        # caller: found once and pinned. A module of the user's own (a forward outside
+        # ember) unpins it, so its ops name their own lines.
+        pinned = _core.pinned_site_state()
+        before = pinned.site
+        ours = _FORWARD_IS_EMBERS.get(type(self))
+        if ours is None:
+            ours = _FORWARD_IS_EMBERS[type(self)] = _core.is_ember_code(type(self).forward)
+        if ours:
+            if before is not None:
+                return self.forward(*args, **kwargs)
+            pinned.site = _core.user_site()
+        elif before is None:
+            return self.forward(*args, **kwargs)
+        else:
+            pinned.site = None
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            pinned.site = before
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")

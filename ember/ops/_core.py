@@ -52,6 +52,18 @@ def user_site() -> tuple[str, int]:
     return ("<ember>", 0)
 
 
+def pinned_site_state() -> _PinnedSite:
+    """This thread's pinned site (``.site``: None where ops walk the stack), for callers
+    that pin and restore it themselves (``Module.__call__``)."""
+    return _pinned
+
+
+def is_ember_code(fn: Any) -> bool:
+    """Whether ``fn`` is a Python function defined inside the ember package."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename.startswith(_EMBER_DIR)
+
+
 @contextlib.contextmanager
 def pinned_site(site: tuple[str, int]) -> Iterator[None]:
     """``user_site()`` is ``site`` on this thread while the block runs: for ember code that

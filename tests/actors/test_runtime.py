@@ -329,6 +329,39 @@ def test_a_backward_pass_names_its_callers_line_and_forward_ops_their_own():
     assert sum(e.site.endswith(f":{backward_line}") for e in tr.events) >= 2  # the rules' ops
 
 
+class _Doubler(em.nn.Module):
+    """A module of the user's own: its ops name its own lines."""
+
+    def forward(self, x):
+        self.line = sys._getframe().f_lineno + 1
+        return x * 2.0
+
+
+def test_ops_in_embers_modules_name_the_callers_line_and_users_modules_their_own():
+    """ember's modules pin their ops' site to the line that called them (found once);
+    a user's module inside one (here in a Sequential) unpins it for its own ops."""
+    doubler = _Doubler()
+    model = em.nn.Sequential(em.nn.Linear(3, 4), doubler, em.nn.ReLU())
+    with em.trace() as tr:
+        out = model(em.ones((2, 3)))  # the model's line
+        model_line = sys._getframe().f_lineno - 1
+        plain = out + 1.0  # after the call: its own line again
+        plain_line = sys._getframe().f_lineno - 1
+        plain.numpy()
+    by_op = {}
+    for event in tr.events:
+        by_op.setdefault(event.name, set()).update(event.site.split(", "))
+    here = "test_runtime.py:{}".format
+    assert any(site.endswith(here(model_line)) for site in by_op["matmul"])
+    assert all(site.endswith(here(model_line)) for op in ("matmul", "relu")
+               for site in by_op.get(op, ()) if "test_runtime" in site)
+    mul_sites = {site for name, sites in by_op.items() if "mul" in name for site in sites}
+    assert any(site.endswith(here(doubler.line)) for site in mul_sites)
+    assert any(site.endswith(here(plain_line)) for name, sites in by_op.items()
+               if "add" in name for site in sites)
+    assert em.ops._core.pinned_site_state().site is None  # released after the call
+
+
 def test_sync_and_sync_async():
     x = em.ones(100) * 3
     em.sync()
