@@ -103,10 +103,13 @@ def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
         node.saved_inputs = tuple(t if _is_checkpoint(p) else p for t, p in zip(inputs, parents))
     elif rule.uses_inputs:
         kept = rule.kept_inputs
-        node.saved_inputs = tuple(
-            None if kept is not None and i not in kept
-            else (t if not balanced or _is_checkpoint(p) else p)
-            for i, (t, p) in enumerate(zip(inputs, parents)))
+        if kept is None and not balanced:  # the common case: every input, as it is
+            node.saved_inputs = tuple(inputs)
+        else:
+            node.saved_inputs = tuple(
+                None if kept is not None and i not in kept
+                else (t if not balanced or _is_checkpoint(p) else p)
+                for i, (t, p) in enumerate(zip(inputs, parents)))
     if rule.uses_output and not (balanced and not rule.compute_bound):
         node.saved_output = _untracked_copies(outputs, multi)
     if multi:
