@@ -156,7 +156,8 @@ class AutodiffActor:
                                                node.input_dtypes):
                 if parent is None or g is None:
                     continue
-                g = _fit(g, shape, dtype)
+                if g.shape != shape or g.dtype is not dtype:  # else fits already: no call
+                    g = _fit(g, shape, dtype)
                 if parent in grads:
                     grads[parent] = grads[parent] + g
                 else:
