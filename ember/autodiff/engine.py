@@ -11,6 +11,7 @@ runs on the calling thread and ``backward`` returns at once.
 from __future__ import annotations
 
 import heapq
+import sys
 import threading
 from typing import Any
 
@@ -163,6 +164,9 @@ class AutodiffActor:
                 else:
                     grads[parent] = g
                     heapq.heappush(heap, (-parent.seq, parent))
+            # Holds no gradient past its node: a leaf's gradient that only the walk
+            # holds moves to the inner device without an op (_to_inner).
+            input_grads = g = None
             node.saved_inputs = None
             node.saved_output = None
             node.consumed = True
@@ -203,10 +207,33 @@ def _fit(grad: Any, shape: tuple, dtype: Any) -> Any:
     return grad
 
 
+def _references_of_a_passed_local(value: Any) -> int:
+    return sys.getrefcount(value)
+
+
+def _count_when_only_passed() -> int:
+    value = object()
+    return _references_of_a_passed_local(value)
+
+
+# sys.getrefcount of a handle that only the caller's local and this call hold (measured,
+# not assumed: the count differs between Python versions).
+_ONLY_PASSED = _count_when_only_passed()
+
+
 def _to_inner(grad: Any) -> Any:
+    """A leaf's gradient as a handle on the inner device (untracked, where gradients live).
+
+    A handle that nothing else holds (the common case: a rule's fresh result) moves there
+    itself, as nothing can see it change; a shared one (an add's gradient also flowing
+    elsewhere) gets a new handle on the same buffer, one op.
+    """
+    inner = grad.device.inner
+    if sys.getrefcount(grad) <= _ONLY_PASSED:
+        grad.device = inner
+        return grad
     from ember.ops._core import call
 
-    inner = grad.device.inner
     return call("alias", (grad,), grad.shape, grad.dtype, (), inner)
 
 

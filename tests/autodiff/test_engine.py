@@ -68,6 +68,29 @@ def test_gradients_accumulate_over_uses(device):
     assert g.device == em.cpu(0) and not g.device.is_autodiff
 
 
+def test_leaf_gradients_live_on_the_inner_device_moved_or_aliased(device):
+    """A leaf's gradient that nothing else holds moves to the inner device without an
+    op; one shared with another leaf (an add hands both the same tensor) gets its own
+    handle on the same buffer. Both are untracked and hold the right values."""
+    a = em.tensor([1.0, 2.0], device=device).require_grad()
+    b = em.tensor([3.0, 4.0], device=device).require_grad()
+    w = em.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).require_grad()
+    with em.trace() as tr:
+        grads = ((a + b) * 3.0).sum().backward()
+        ga, gb = a.grad(grads), b.grad(grads)
+        gw = w.grad((a @ w).sum().backward())
+        for g in (ga, gb, gw):
+            g.numpy()
+    assert ga is not gb
+    for g in (ga, gb):
+        assert g.device == em.cpu(0) and not g.device.is_autodiff and not g.is_tracked
+        np.testing.assert_array_equal(g.numpy(), [3.0, 3.0])
+    assert gw.device == em.cpu(0) and not gw.is_tracked
+    np.testing.assert_array_equal(gw.numpy(), [[1.0, 1.0], [2.0, 2.0]])
+    # One alias: for the first of a and b (the add's gradient, shared); b's and w's moved.
+    assert sum(e.name.split("+").count("alias") for e in tr.events) == 1
+
+
 def test_untracked_tensor_gets_none(device):
     x = em.ones(3, device=device).require_grad()
     c = em.ones(3, device=device)
