@@ -196,10 +196,12 @@ def _fit(grad: Any, shape: tuple, dtype: Any) -> Any:
         if extra < 0:
             raise EmberError(f"backward: a rule returned a gradient of shape {grad.shape} for an "
                              f"input of shape {shape} (fewer dims: a bug in that rule)")
-        dims = tuple(range(extra)) + tuple(
-            extra + i for i, size in enumerate(shape) if size == 1 and grad.shape[extra + i] != 1)
-        if dims:
-            grad = grad.sum(dim=dims, keepdim=True)
+        inner = tuple(extra + i for i, size in enumerate(shape)
+                      if size == 1 and grad.shape[extra + i] != 1)
+        if inner:
+            grad = grad.sum(dim=tuple(range(extra)) + inner, keepdim=True)
+        elif extra:  # only added leading dims (a bias): summed away, no reshape after
+            grad = grad.sum(dim=tuple(range(extra)))
         if grad.shape != shape:  # a keepdim sum may have made it already: no op for nothing
             grad = grad.reshape(shape)
     if grad.dtype is not dtype and dtype.kind == "f":

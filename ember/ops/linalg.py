@@ -9,7 +9,7 @@ from ember import precision
 from ember.autodiff.rules import differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.ops._core import broadcast_shapes, call, same_device
-from ember.ops.shape import reshape, transpose
+from ember.ops.shape import reshape
 from ember.tensor import Tensor
 
 
@@ -83,8 +83,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 def _transposed_product(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> Tensor:
     """``a @ b`` with the flagged operands (both at least 2-D) read transposed: one op, where
-    ``transpose`` and ``matmul`` would be two (a backward pass's products; every backend's
-    kernel takes the transposed view)."""
+    ``transpose`` and ``matmul`` would be two (backward passes' products, ``linear``'s
+    weight; every backend's kernel takes the transposed view)."""
     def matrices(x: Tensor, flipped: bool) -> tuple[int, ...]:
         return x.shape[:-2] + (x.shape[-1], x.shape[-2]) if flipped else x.shape
 
@@ -106,41 +106,40 @@ def _transposed_product(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bo
 def _matmul_backward(ctx: Any, grad: Tensor) -> tuple:
     """``da = grad @ bᵀ``, ``db = aᵀ @ grad``, with 1-D operands seen as a row / a column.
 
-    The vector's added dim is dropped again here; the engine then sums each
-    gradient over the batch dims its operand was broadcast along.
+    Every product reads its operands transposed where needed (no permute ops), also for
+    a product that read an operand transposed itself (``linear``'s weight): with
+    ``C = op(A) @ op(B)``, ``dA = op(B) @ Gᵀ`` where A was read transposed, and
+    ``dB = Gᵀ @ op(A)`` where B was. The vector's added dim is dropped again here; the
+    engine then sums each gradient over the batch dims its operand was broadcast along.
     """
     a, b = ctx.inputs
     _, flip_a, flip_b = precision.read_matmul_attrs(ctx.attrs)
-    # A product of transposed reads (this rule's own, were they ever recorded): the
-    # gradients of the operands as read, transposed back below.
-    if flip_a:
-        a = transpose(a, -2, -1)
-    if flip_b:
-        b = transpose(b, -2, -1)
     a2 = a if a.ndim >= 2 else reshape(a, (1, a.shape[0]))
     b2 = b if b.ndim >= 2 else reshape(b, (b.shape[0], 1))
+    rows = a2.shape[-1] if flip_a else a2.shape[-2]
+    cols = b2.shape[-2] if flip_b else b2.shape[-1]
     batch = grad.shape[:grad.ndim - (a.ndim >= 2) - (b.ndim >= 2)]
-    matrices = batch + (a2.shape[-2], b2.shape[-1])
+    matrices = batch + (rows, cols)
     g2 = grad if grad.shape == matrices else reshape(grad, matrices)
     tracked_a, tracked_b = ctx.needs_input_grad
     grad_a = grad_b = None
     if tracked_a:
-        grad_a = _transposed_product(g2, b2, False, True)
+        grad_a = (_transposed_product(b2, g2, flip_b, True) if flip_a
+                  else _transposed_product(g2, b2, False, not flip_b))
         if a.ndim == 1:
             grad_a = reshape(grad_a, grad_a.shape[:-2] + a.shape)
-    if tracked_b and b2.ndim == 2 and a2.ndim > 2:
+    if tracked_b and b2.ndim == 2 and a2.ndim > 2 and not flip_a:
         # A weight shared by every batch (x @ W): one product over all rows (K = rows of
         # every batch), not a batched one with a small K and then a sum over the batch.
-        rows = reshape(a2, (-1, a2.shape[-1]))
-        grad_b = _transposed_product(rows, reshape(g2, (-1, g2.shape[-1])), True, False)
+        a_rows = reshape(a2, (-1, a2.shape[-1]))
+        g_rows = reshape(g2, (-1, g2.shape[-1]))
+        grad_b = (_transposed_product(g_rows, a_rows, True, False) if flip_b
+                  else _transposed_product(a_rows, g_rows, True, False))
         if b.ndim == 1:
             grad_b = reshape(grad_b, b.shape)
     elif tracked_b:
-        grad_b = _transposed_product(a2, g2, True, False)
+        grad_b = (_transposed_product(g2, a2, True, flip_a) if flip_b
+                  else _transposed_product(a2, g2, not flip_a, False))
         if b.ndim == 1:
             grad_b = reshape(grad_b, grad_b.shape[:-2] + b.shape)
-    if flip_a and grad_a is not None:
-        grad_a = transpose(grad_a, -2, -1)
-    if flip_b and grad_b is not None:
-        grad_b = transpose(grad_b, -2, -1)
     return grad_a, grad_b
