@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+import trio
 
 import ember as em
 from ember.actors import device_actor, registry
@@ -44,7 +45,12 @@ def _takes_a_turn_itself(msg, pool, x):
     return x.copy()
 
 
+def _failing(msg, pool, x):
+    raise ValueError("injected failure")
+
+
 KERNELS.setdefault("test_turn_gate", _gated)
+KERNELS.setdefault("test_turn_fail", _failing)
 KERNELS.setdefault("test_turn_self", _takes_a_turn_itself)
 
 
@@ -190,3 +196,60 @@ def test_a_graphed_step_is_handed_over_whole_at_its_end(device, monkeypatch):
     for _ in range(100):
         expected = expected @ w_np + np.float32(1.0)
     np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+
+
+def test_threads_issuing_to_one_device_in_turns_match_numpy(device):
+    results: dict[int, np.ndarray] = {}
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        a_np = rng.standard_normal((6, 6)).astype(np.float32)
+        a = em.tensor(a_np, device=device)
+        x, x_np = a, a_np
+        for _ in range(60):
+            x = (x @ a) * 0.1 + 1.0
+            x_np = (x_np @ a_np) * np.float32(0.1) + np.float32(1.0)
+        np.testing.assert_allclose(x.numpy(), x_np, rtol=1e-4, atol=1e-5)
+        results[seed] = x_np
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == [0, 1, 2, 3]
+
+
+def test_a_failure_in_a_batch_ends_the_turn_and_reaches_its_reader(device, monkeypatch):
+    monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
+    x = em.ones(4, device=device)
+    bad = call("test_turn_fail", (x,), x.shape, x.dtype)
+    start = time.perf_counter()
+    for _ in range(40):  # past the hand-over point: the caller waits for the failing batch
+        x = (x @ em.ones((4, 4), device=device)) * 0.25
+    assert time.perf_counter() - start < 5
+    with pytest.raises(em.KernelError, match="injected"):
+        bad.numpy()
+    np.testing.assert_allclose(x.numpy(), np.ones(4, np.float32))
+
+
+async def test_trio_tasks_awaiting_results_of_a_device_in_turns(device):
+    results: dict[int, np.ndarray] = {}
+
+    async def task(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        a_np = rng.standard_normal((5, 5)).astype(np.float32) * np.float32(0.3)
+        a = em.tensor(a_np, device=device)
+        x, x_np = a, a_np
+        for step in range(80):
+            x = (x @ a).tanh() + a
+            x_np = np.tanh(x_np @ a_np) + a_np
+            if step % 20 == 0:
+                await trio.sleep(0)  # let the other tasks issue in between
+        results[seed] = await x
+        np.testing.assert_allclose(results[seed], x_np, rtol=1e-4, atol=1e-5)
+
+    async with trio.open_nursery() as nursery:
+        for seed in range(3):
+            nursery.start_soon(task, seed)
+    assert sorted(results) == [0, 1, 2]
