@@ -49,13 +49,15 @@ def get_float32_matmul_precision() -> str:
     return _precision
 
 
-def matmul_attrs(transpose_a: bool = False, transpose_b: bool = False) -> tuple:
-    """A float32 matmul message's attrs: empty at "highest", else the precision's name;
-    with an operand to be read transposed (backward passes' products), the precision and
-    both flags."""
+def matmul_attrs(float32: bool = True, transpose_a: bool = False,
+                 transpose_b: bool = False) -> tuple:
+    """A matmul message's attrs: empty at "highest" (and for other dtypes than float32,
+    which the setting leaves alone), else the precision's name; with an operand to be
+    read transposed, the precision and both flags."""
+    precision = _precision if float32 else "highest"
     if transpose_a or transpose_b:
-        return (_precision, transpose_a, transpose_b)
-    return () if _precision == "highest" else (_precision,)
+        return (precision, transpose_a, transpose_b)
+    return () if precision == "highest" else (precision,)
 
 
 def read_matmul_attrs(attrs: tuple) -> tuple[str, bool, bool]:

@@ -77,8 +77,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     rows = a.shape[-2:-1]  # () for a 1-D lhs
     cols = b.shape[-1:] if b.ndim >= 2 else ()
     out_dtype = _dtype.promote(a.dtype, b.dtype)
-    attrs = precision.matmul_attrs() if out_dtype is _dtype.float32 else ()
-    return call("matmul", (a, b), batch + rows + cols, out_dtype, attrs, device)
+    return call("matmul", (a, b), batch + rows + cols, out_dtype,
+                precision.matmul_attrs(out_dtype is _dtype.float32), device)
 
 
 def _transposed_product(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> Tensor:
@@ -94,10 +94,7 @@ def _transposed_product(a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bo
                          f"(read transposed from {a.shape} and {b.shape})")
     batch = broadcast_shapes("matmul", a_shape[:-2], b_shape[:-2])
     out_dtype = _dtype.promote(a.dtype, b.dtype)
-    if out_dtype is _dtype.float32:
-        attrs = precision.matmul_attrs(transpose_a, transpose_b)
-    else:
-        attrs = ("highest", transpose_a, transpose_b)
+    attrs = precision.matmul_attrs(out_dtype is _dtype.float32, transpose_a, transpose_b)
     return call("matmul", (a, b), batch + (a_shape[-2], b_shape[-1]), out_dtype, attrs,
                 same_device("matmul", (a, b)))
 

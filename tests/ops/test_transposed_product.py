@@ -73,13 +73,14 @@ def test_attrs_carry_the_flags_and_the_precision():
     try:
         for name in precision.PRECISIONS:
             precision.set_float32_matmul_precision(name)
-            attrs = precision.matmul_attrs(True, False)
+            attrs = precision.matmul_attrs(True, True, False)
             assert attrs == (name, True, False)
             assert precision.read_matmul_attrs(attrs) == (name, True, False)
             assert precision.read_matmul_attrs(precision.matmul_attrs()) == (name, False, False)
     finally:
         precision.set_float32_matmul_precision(before)
     assert precision.read_matmul_attrs(()) == ("highest", False, False)
+    assert precision.matmul_attrs(False, False, True) == ("highest", False, True)  # float16
 
 
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])

@@ -21,9 +21,10 @@ from cupyx.scipy import special
 
 from ember.kernels.cupy import gemm, take_along
 from ember.kernels.numpy import creation
+from ember.kernels.numpy.linalg import read_operands
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
-from ember.precision import TF32_FROM_ENV, read_matmul_attrs
+from ember.precision import TF32_FROM_ENV
 
 KERNELS: dict[str, Callable[..., Any]] = dict(NUMPY_KERNELS)
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
@@ -74,11 +75,7 @@ def _matmul(msg, pool, a, b):
     # NumPy, whose kernel widens them; integer products stay NumPy's kernel (on CuPy).
     if msg.dtype not in gemm.DATA_TYPES:
         return NUMPY_KERNELS["matmul"](msg, pool, a, b)
-    precision, transpose_a, transpose_b = read_matmul_attrs(msg.attrs)
-    if transpose_a:  # a view: cuBLAS reads it transposed (gemm.layout)
-        a = a.swapaxes(-1, -2)
-    if transpose_b:
-        b = b.swapaxes(-1, -2)
+    a, b, precision = read_operands(msg, a, b)  # views: cuBLAS reads them transposed
     out_dtype = NP[msg.dtype]
     a = a.astype(out_dtype, copy=False)
     b = b.astype(out_dtype, copy=False)

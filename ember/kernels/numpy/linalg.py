@@ -27,13 +27,20 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     return xp.matmul(a, b, out=out)
 
 
-@kernel("matmul")
-def _matmul(msg, pool, a, b):
-    _, transpose_a, transpose_b = read_matmul_attrs(msg.attrs)
+def read_operands(msg, a, b) -> tuple:
+    """``a`` and ``b`` as a matmul message reads them: transposed views where its attrs
+    say (NumPy's and CuPy's arrays alike), and its float32 precision."""
+    precision, transpose_a, transpose_b = read_matmul_attrs(msg.attrs)
     if transpose_a:
         a = a.swapaxes(-1, -2)
     if transpose_b:
         b = b.swapaxes(-1, -2)
+    return a, b, precision
+
+
+@kernel("matmul")
+def _matmul(msg, pool, a, b):
+    a, b, _ = read_operands(msg, a, b)
     out_dtype = NP[msg.dtype]
     if out_dtype in _LOW_PRECISION:
         product = _product(a.astype(_F32), b.astype(_F32), namespace(a).empty(msg.shape, _F32))
