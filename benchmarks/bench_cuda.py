@@ -82,6 +82,26 @@ def em_sync() -> None:
     em.sync(DEV)
 
 
+def time_calls(owner: Any, name: str, spent: dict, counts: dict, label: str | None = None,
+               clock: Callable[[], float] = time.thread_time) -> None:
+    """Wrap ``owner.name`` (a class's method, static or not, or an instance's attribute) so
+    each call adds its ``clock`` time to ``spent[label]`` and 1 to ``counts[label]``
+    (label: ``name``); the probes' instrument."""
+    label = label or name
+    static = isinstance(getattr(owner, "__dict__", {}).get(name), staticmethod)
+    original = getattr(owner, name)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[label] += clock() - start
+            counts[label] += 1
+
+    setattr(owner, name, staticmethod(timed) if static else timed)
+
+
 def in_flight(step: Callable[[], Any], rounds: int, per_round: int,
               clock: Callable[[], float] = time.thread_time) -> tuple[float, float]:
     """Issue ``per_round`` steps (their results kept) and sync, ``rounds`` times: (wall

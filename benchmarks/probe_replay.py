@@ -18,27 +18,13 @@ import cupy as cp
 import ember as em
 from benchmarks.bench_cuda import DEV, em_sync, ember_encoder_step, encoder_input
 from benchmarks.bench_cuda import in_flight as run_in_flight
+from benchmarks.bench_cuda import time_calls
 from ember.actors import step_graphs
 from ember.kernels.cupy import graphs
 
 spent: dict[str, float] = collections.defaultdict(float)
 counts: dict[str, int] = collections.defaultdict(int)
 gpu_events: list = []
-
-
-def timed_method(cls, name: str) -> None:
-    static = isinstance(cls.__dict__[name], staticmethod)
-    original = getattr(cls, name)
-
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[name] += time.perf_counter() - start
-            counts[name] += 1
-
-    setattr(cls, name, staticmethod(wrapper) if static else wrapper)
 
 
 def evented_launch() -> None:
@@ -57,9 +43,9 @@ def evented_launch() -> None:
 for cls, names in ((step_graphs.StepGraphs, ("run", "replay_pure", "_replay")),
                    (graphs.CupyCapturer, ("copy_out", "copy_into"))):
     for name in names:
-        timed_method(cls, name)
+        time_calls(cls, name, spent, counts, clock=time.perf_counter)
 evented_launch()
-timed_method(graphs.CupyCapturer, "launch")
+time_calls(graphs.CupyCapturer, "launch", spent, counts, clock=time.perf_counter)
 
 
 def probe(label: str, step, steps: int, in_flight: int) -> None:

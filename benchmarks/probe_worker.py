@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import sys
 import time
-from typing import Any
 
 from benchmarks.bench_cuda import (
     DEV,
@@ -23,6 +22,7 @@ from benchmarks.bench_cuda import (
     in_flight,
     mlp_data,
     take_precision,
+    time_calls,
 )
 from ember.actors import device_actor
 from ember.actors.ir import Call, MultiCall
@@ -50,40 +50,8 @@ def instrument() -> None:
             cpu[name] += time.thread_time() - start
             count[name] += 1
         handlers[kind] = timed
-    original = device_actor.DeviceActor.run_messages
-
-    def run_messages(self, batch):
-        start = time.thread_time()
-        original(self, batch)
-        cpu["run_messages (all)"] += time.thread_time() - start
-
-    device_actor.DeviceActor.run_messages = run_messages
-    planner = DEV.actor._planner
-    plan = planner.plan
-
-    def timed_plan(*args):
-        start = time.thread_time()
-        try:
-            return plan(*args)
-        finally:
-            cpu["planner.plan"] += time.thread_time() - start
-
-    planner.plan = timed_plan
-
-
-def _timed_method(owner: Any, name: str, label: str) -> None:
-    """Counts ``owner.name``'s worker-thread CPU time under ``label`` (nested ones overlap)."""
-    original = getattr(owner, name)
-
-    def timed(*args, **kwargs):
-        start = time.thread_time()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            cpu[label] += time.thread_time() - start
-            count[label] += 1
-
-    setattr(owner, name, timed)
+    time_calls(device_actor.DeviceActor, "run_messages", cpu, count, "run_messages (all)")
+    time_calls(DEV.actor._planner, "plan", cpu, count, "planner.plan")
 
 
 def instrument_inside() -> None:
@@ -97,7 +65,7 @@ def instrument_inside() -> None:
                         (fused.cexpr, "scalar_arguments"), (fused.cexpr, "scalar_value"),
                         (fused.cupy, "empty"), (gemm.Gemm, "matmul"),
                         (gemm.Gemm, "_product")):
-        _timed_method(owner, name, f"  {getattr(owner, '__name__', owner)}.{name}")
+        time_calls(owner, name, cpu, count, f"  {getattr(owner, '__name__', owner)}.{name}")
 
 
 def probe(name: str, step, steps: int = 30, warmup: int = 20) -> None:
