@@ -67,14 +67,10 @@ class Module:
         ours = _FORWARD_IS_EMBERS.get(type(self))
         if ours is None:
             ours = _FORWARD_IS_EMBERS[type(self)] = _core.is_ember_code(type(self).forward)
-        if ours:
-            if before is not None:
-                return self.forward(*args, **kwargs)
-            pinned.site = _core.user_site()
-        elif before is None:
+        site = (before or _core.user_site()) if ours else None
+        if site is before:
             return self.forward(*args, **kwargs)
-        else:
-            pinned.site = None
+        pinned.site = site
         try:
             return self.forward(*args, **kwargs)
         finally:

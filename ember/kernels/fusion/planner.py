@@ -88,9 +88,10 @@ class Program(msgspec.Struct, frozen=True, gc=False):
 
 
 def _note_meta(msg: Any, made_here: dict[int, tuple[str, tuple[int, ...]]]) -> None:
-    """Record (dtype name, shape) of what ``msg`` makes."""
+    """Record (dtype name, shape) of what ``msg``, not a ``Call`` (``plan`` notes those
+    itself), makes."""
     kind = type(msg)
-    if kind is Call or kind is Receive:
+    if kind is Receive:
         made_here[msg.out] = (msg.dtype, msg.shape)
     elif kind is MultiCall or kind is ReplayStep:
         made_here.update(zip(msg.outs, zip(msg.dtypes, msg.shapes)))
@@ -100,8 +101,9 @@ def _note_meta(msg: Any, made_here: dict[int, tuple[str, tuple[int, ...]]]) -> N
 
 
 def _reads(msg: Any) -> tuple[int, ...]:
+    """The ids ``msg``, not a ``Call`` (``plan`` reads those itself), reads."""
     kind = type(msg)
-    if kind is Call or kind is MultiCall:
+    if kind is MultiCall:
         return msg.inputs
     if kind is Fetch or kind is Check or kind is Send:
         return (msg.id,)
