@@ -5,8 +5,9 @@ part is what runs under ``DeviceActor.run_messages``. cProfile roughly doubles P
 time per call: read the ranking, not the absolute figures.
 
 Run: ``PYTHONPATH=. python3 benchmarks/profile_worker.py [mlp_step] [encoder_layer]
-[--precision highest|high|medium] [--top N] [--callees NAME,NAME]`` on a machine with a
-GPU (``--callees``: what the functions matching each name call, by cumulative time).
+[encoder_graphed] [--precision highest|high|medium] [--top N] [--callees NAME,NAME]`` on a
+machine with a GPU (``--callees``: what the functions matching each name call, by cumulative time;
+``encoder_graphed``: the encoder step under ``em.graphed``, its replays' host work).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import io
 import pstats
 import sys
 
+import ember as em
 from benchmarks.bench_cuda import (
+    DEV,
     em_sync,
     ember_encoder_step,
     ember_mlp_step,
@@ -61,5 +64,8 @@ if __name__ == "__main__":
     for chosen in args or ["encoder_layer", "mlp_step"]:
         if chosen == "mlp_step":
             profile("MLP eager", ember_mlp_step(*mlp_data()), top, callees)
+        elif chosen == "encoder_graphed":
+            profile("encoder em.graphed", em.graphed(ember_encoder_step(encoder_input()), DEV),
+                    top, callees)
         else:
             profile("encoder eager", ember_encoder_step(encoder_input()), top, callees)

@@ -120,6 +120,24 @@ def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
         outputs[0]._node = node
 
 
+def record_composite(op: str, inputs: tuple, attrs: tuple, output: Any) -> None:
+    """Record ``output``, computed from ``inputs`` by ops issued under ``no_record()``, as
+    one node of ``op``, whose rule (``differentiable(op, compute_bound=True)``) returns
+    the gradients of ``inputs``.
+
+    A composite (layer_norm, softmax) records one node and its rule issues the few ops
+    of its closed-form gradient, where its primitives would record a node each and
+    their rules issue two to three times as many ops. ``inputs`` may include
+    intermediates of the forward the rule reuses: made untracked, they get no gradient.
+    Compute-bound, so its output is kept, never recomputed by replaying ``op``.
+    """
+    rule = BACKWARD.get(op)
+    if rule is None or not rule.compute_bound:
+        raise RuntimeError(f"record_composite: {op!r} needs a rule registered with "
+                           f"differentiable({op!r}, compute_bound=True)")
+    record(op, inputs, attrs, (output,))
+
+
 def _untracked_copies(outputs: tuple, multi: bool) -> Any:
     """New handles to the outputs' buffers: a node must not hold its own output's handle."""
     from ember.ops._core import call

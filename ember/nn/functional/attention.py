@@ -6,10 +6,11 @@ import math
 
 from ember import dtype as _dtype
 from ember.errors import DTypeError, ShapeError
+from ember.nn.functional.activations import safe_softmax
 from ember.nn.functional.dropout import dropout
 from ember.ops._core import broadcast_shapes
 from ember.ops.creation import arange
-from ember.ops.elementwise import where
+from ember.ops.linalg import _transposed_product
 from ember.tensor import Tensor
 
 
@@ -66,7 +67,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     length, source = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    scores = (query @ key.transpose(-2, -1)) * scale
+    scores = _transposed_product(query, key, False, True) * scale
     if is_causal:
         attn_mask = _causal_mask(length, source, query.device.inner)
     if attn_mask is not None:
@@ -87,15 +88,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return weights @ value
-
-
-def safe_softmax(scores: Tensor) -> Tensor:
-    """Softmax over the last dim in which a row of only -inf gives zeros, not NaN."""
-    top = scores.max(dim=-1, keepdim=True).detach()
-    top = where(top == float("-inf"), 0.0, top)
-    e = (scores - top).exp()
-    total = e.sum(dim=-1, keepdim=True)
-    return e / where(total == 0.0, 1.0, total)
 
 
 def _causal_mask(length: int, source: int, device) -> Tensor:

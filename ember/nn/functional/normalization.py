@@ -1,8 +1,9 @@
 """Normalizations written from primitives: layer, RMS, batch and group norm.
 
 Each is mean / variance reductions and elementwise ops, so gradients come from
-the primitives' backward rules. float16 / bfloat16 inputs are normalized in
-float32 and rounded back once, as PyTorch's CPU kernels do.
+the primitives' backward rules, except layer_norm's: one recorded node whose rule
+issues its closed-form gradient (autodiff/graph.record_composite). float16 / bfloat16
+inputs are normalized in float32 and rounded back once, as PyTorch's CPU kernels do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import ml_dtypes
 import numpy as np
 
 from ember import dtype as _dtype
+from ember.autodiff.graph import no_record, record_composite
+from ember.autodiff.rules import differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.nn.param import Param
 from ember.tensor import Tensor
@@ -88,12 +91,43 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     dims = _trailing_dims(op, x, shape)
     _check_affine(op, "weight", weight, shape)
     _check_affine(op, "bias", bias, shape)
-    h = _upcast(x)
-    mean = h.mean(dim=dims, keepdim=True)
-    centered = h - mean
-    var = (centered * centered).mean(dim=dims, keepdim=True)
-    y = centered * (var + eps).rsqrt()
-    return _affine(y.astype(x.dtype), weight, bias)
+    with no_record():
+        h = _upcast(x)
+        centered = h - h.mean(dim=dims, keepdim=True)
+        rstd = ((centered * centered).mean(dim=dims, keepdim=True) + eps).rsqrt()
+        normalized = centered * rstd
+        y = _affine(normalized.astype(x.dtype), weight, bias)
+    affine = tuple(t for t in (weight, bias) if t is not None)
+    record_composite("layer_norm", (normalized, rstd, x, *affine),
+                     (dims, weight is not None, bias is not None), y)
+    return y
+
+
+@differentiable("layer_norm", inputs=(0, 1, 3), compute_bound=True)
+def _layer_norm_backward(ctx: Any, grad: Tensor) -> tuple:
+    """With s = ∂L/∂x̂ (grad · weight): ∂L/∂x = rstd · (s − mean(s) − x̂ · mean(s · x̂)),
+    the weight's gradient Σ grad · x̂ and the bias's Σ grad over the leading dims. The
+    saved inputs: x̂ (``normalized``), rstd, then x, weight, bias (x is not kept)."""
+    saved = ctx.inputs
+    normalized, rstd = saved[0], saved[1]
+    dims, has_weight, has_bias = ctx.attrs
+    weight = saved[3] if has_weight else None
+    lead = tuple(range(grad.ndim - len(dims)))
+    wants = ctx.needs_input_grad
+    grads: list = [None, None, None]
+    if wants[2]:
+        s = _upcast(grad if weight is None else grad * weight)
+        centered_s = s - s.mean(dim=dims, keepdim=True)
+        grads[2] = (centered_s - normalized * (s * normalized).mean(dim=dims, keepdim=True)) * rstd
+    if has_weight:
+        grads.append(_sum_leading(grad * normalized, lead) if wants[3] else None)
+    if has_bias:
+        grads.append(_sum_leading(grad, lead) if wants[-1] else None)
+    return tuple(grads)
+
+
+def _sum_leading(t: Tensor, lead: tuple[int, ...]) -> Tensor:
+    return t.sum(dim=lead) if lead else t
 
 
 def default_rms_eps(dtype: Any) -> float:

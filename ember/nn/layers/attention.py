@@ -8,7 +8,8 @@ from typing import Any
 from ember import dtype as _dtype
 from ember.errors import DTypeError, ShapeError
 from ember.nn import init
-from ember.nn.functional.attention import safe_softmax, scaled_dot_product_attention
+from ember.nn.functional.activations import safe_softmax
+from ember.nn.functional.attention import scaled_dot_product_attention
 from ember.nn.functional.dropout import dropout
 from ember.nn.functional.linear import linear
 from ember.nn.layers.linear import Linear
