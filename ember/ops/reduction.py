@@ -70,9 +70,10 @@ def _check_not_empty(op: str, x: Tensor, dims: tuple[int, ...]) -> None:
 
 
 def _reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    # List comprehensions: inlined from Python 3.12, where a generator makes a frame.
     if keepdim:
-        return tuple(1 if i in dims else s for i, s in enumerate(shape))
-    return tuple(s for i, s in enumerate(shape) if i not in dims)
+        return tuple([1 if i in dims else s for i, s in enumerate(shape)])
+    return tuple([s for i, s in enumerate(shape) if i not in dims])
 
 
 # ----- ops --------------------------------------------------------------------------------

@@ -26,10 +26,15 @@ from ember.ops._core import call, multi_call, normalize_dim, normalize_dims, sam
 from ember.tensor import Tensor
 
 
+_JUST_INT = {int}
+
+
 def _int_args(op: str, args: Sequence[Any], what: str = "sizes") -> tuple[int, ...]:
     """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` as the ints (2, 3); any sign."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
+    if set(map(type, args)) == _JUST_INT:  # the common case, checked without a Python loop
+        return tuple(args)
     out = []
     for s in args:
         if isinstance(s, bool) or not hasattr(s, "__index__") or isinstance(s, Tensor):
