@@ -272,7 +272,9 @@ def matmul_sweep() -> None:
             a_cp, b_cp = cp.asarray(a_np).astype(cp_dtype), cp.asarray(b_np).astype(cp_dtype)
             t_dtype = getattr(torch, dtype)
             a_t, b_t = (torch.from_numpy(v).cuda().to(t_dtype) for v in (a_np, b_np))
-            repeats = max(2, int(2e11 // (2 * n ** 3)))
+            # Products enough for tens of ms of GPU time per run: with two, a run timed
+            # the latency of issuing (the worker's linger, a sync) more than the products.
+            repeats = min(500, max(10, int(4e12 // (2 * n ** 3))))
             times = {"ember": timed(lambda: a_em @ b_em, em_sync, repeats),
                      "cupy": timed(lambda: a_cp @ b_cp, cp_sync, repeats),
                      "torch": timed(lambda: a_t @ b_t, torch_sync, repeats)}

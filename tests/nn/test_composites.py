@@ -1,4 +1,4 @@
-"""Composites: layer_norm and softmax record one node each, whose rule issues the
+"""Composites: layer_norm, rms_norm and softmax record one node each, whose rule issues the
 closed-form gradient. Values and gradients against torch (every subset of tracked
 inputs, "balanced" checkpointing, low precision), fully masked rows, and the ops the
 backward issues."""
@@ -29,6 +29,19 @@ def test_layer_norm_gradients_match_torch(shape, normalized, wrt, checkpointing)
     check_fn(lambda x, w, b: torch.nn.functional.layer_norm(x.exp(), normalized, w, b, 1e-3),
              lambda x, w, b: F.layer_norm(x.exp(), normalized, w, b, 1e-3),
              [x, w, b], wrt=wrt, checkpointing=checkpointing)
+
+
+@pytest.mark.parametrize("checkpointing", [None, "balanced"])
+@pytest.mark.parametrize("wrt", [(0, 1), (0,), (1,)])
+@pytest.mark.parametrize("shape, normalized", [((3, 4, 6), (6,)), ((2, 3, 4), (3, 4)),
+                                               ((5,), (5,))])
+def test_rms_norm_gradients_match_torch(shape, normalized, wrt, checkpointing):
+    x, w = randn(*shape) * 2 + 0.5, randn(*normalized, seed=1)
+    check_fn(lambda x, w: torch.nn.functional.rms_norm(x.exp(), normalized, w, 1e-3),
+             lambda x, w: F.rms_norm(x.exp(), normalized, w, 1e-3),
+             [x, w], wrt=wrt, checkpointing=checkpointing)
+    check_fn(lambda x: torch.nn.functional.rms_norm(x, normalized),
+             lambda x: F.rms_norm(x, normalized), [x], checkpointing=checkpointing)
 
 
 @pytest.mark.parametrize("weight, bias", [(True, False), (False, True), (False, False)])
@@ -104,13 +117,19 @@ def test_composites_backward_issues_their_closed_form_only():
                    for i, s in enumerate([(8, 6), (6,), (6,)]))
         return F.layer_norm(x, 6, w, b).sum()
 
+    def rms_norm_loss(device):
+        x, w = (em.tensor(randn(*s, seed=i), device=device).require_grad()
+                for i, s in enumerate([(8, 6), (6,)]))
+        return F.rms_norm(x, 6, w).sum()
+
     def softmax_loss(device):
         return F.softmax(em.tensor(randn(8, 6), device=device).require_grad()).sum()
 
     # The seed and the sum's gradient (3 ops), then: layer_norm 11 (its primitives' rules
-    # issued 22), softmax 4 (was 9).
+    # issued 22), softmax 4 (was 9), rms_norm 8 (was 16).
     assert _ops_of_backward(layer_norm_loss) <= 3 + 11
     assert _ops_of_backward(softmax_loss) <= 3 + 4
+    assert _ops_of_backward(rms_norm_loss) <= 3 + 8
 
 
 def test_record_composite_needs_a_compute_bound_rule():

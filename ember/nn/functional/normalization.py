@@ -1,9 +1,10 @@
 """Normalizations written from primitives: layer, RMS, batch and group norm.
 
 Each is mean / variance reductions and elementwise ops, so gradients come from
-the primitives' backward rules, except layer_norm's: one recorded node whose rule
-issues its closed-form gradient (autodiff/graph.record_composite). float16 / bfloat16
-inputs are normalized in float32 and rounded back once, as PyTorch's CPU kernels do.
+the primitives' backward rules, except layer_norm's and rms_norm's: one recorded node
+whose rule issues the closed-form gradient (autodiff/graph.record_composite).
+float16 / bfloat16 inputs are normalized in float32 and rounded back once, as
+PyTorch's CPU kernels do.
 """
 
 from __future__ import annotations
@@ -91,23 +92,32 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     dims = _trailing_dims(op, x, shape)
     _check_affine(op, "weight", weight, shape)
     _check_affine(op, "bias", bias, shape)
+    return _normalize(op, x, dims, weight, bias, eps)
+
+
+def _normalize(op: str, x: Tensor, dims: tuple[int, ...], weight: Tensor | None,
+               bias: Tensor | None, eps: float) -> Tensor:
+    """layer_norm (x centered on its mean first) or rms_norm, over ``dims``, then the
+    affine: one recorded node of ``op``, whose rule reads x̂ and rstd."""
     with no_record():
         h = _upcast(x)
-        centered = h - h.mean(dim=dims, keepdim=True)
-        rstd = ((centered * centered).mean(dim=dims, keepdim=True) + eps).rsqrt()
-        normalized = centered * rstd
+        if op == "layer_norm":
+            h = h - h.mean(dim=dims, keepdim=True)
+        rstd = ((h * h).mean(dim=dims, keepdim=True) + eps).rsqrt()
+        normalized = h * rstd
         y = _affine(normalized.astype(x.dtype), weight, bias)
     affine = tuple(t for t in (weight, bias) if t is not None)
-    record_composite("layer_norm", (normalized, rstd, x, *affine),
+    record_composite(op, (normalized, rstd, x, *affine),
                      (dims, weight is not None, bias is not None), y)
     return y
 
 
-@differentiable("layer_norm", inputs=(0, 1, 3), compute_bound=True)
-def _layer_norm_backward(ctx: Any, grad: Tensor) -> tuple:
-    """With s = ∂L/∂x̂ (grad · weight): ∂L/∂x = rstd · (s − mean(s) − x̂ · mean(s · x̂)),
-    the weight's gradient Σ grad · x̂ and the bias's Σ grad over the leading dims. The
-    saved inputs: x̂ (``normalized``), rstd, then x, weight, bias (x is not kept)."""
+@differentiable("layer_norm", "rms_norm", inputs=(0, 1, 3), compute_bound=True)
+def _normalize_backward(ctx: Any, grad: Tensor) -> tuple:
+    """With s = ∂L/∂x̂ (grad · weight): ∂L/∂x = rstd · (s − mean(s) − x̂ · mean(s · x̂))
+    (rms_norm's without the mean(s), its x not centered), the weight's gradient
+    Σ grad · x̂ and the bias's Σ grad over the leading dims. The saved inputs: x̂
+    (``normalized``), rstd, then x, weight, bias (x is not kept)."""
     saved = ctx.inputs
     normalized, rstd = saved[0], saved[1]
     dims, has_weight, has_bias = ctx.attrs
@@ -117,8 +127,10 @@ def _layer_norm_backward(ctx: Any, grad: Tensor) -> tuple:
     grads: list = [None, None, None]
     if wants[2]:
         s = _upcast(grad if weight is None else grad * weight)
-        centered_s = s - s.mean(dim=dims, keepdim=True)
-        grads[2] = (centered_s - normalized * (s * normalized).mean(dim=dims, keepdim=True)) * rstd
+        if ctx.node.op == "layer_norm":
+            s = s - s.mean(dim=dims, keepdim=True)
+        # (s · x̂) sums the same with s centered: x̂ sums to 0 over the dims.
+        grads[2] = (s - normalized * (s * normalized).mean(dim=dims, keepdim=True)) * rstd
     if has_weight:
         grads.append(_sum_leading(grad * normalized, lead) if wants[3] else None)
     if has_bias:
@@ -163,9 +175,7 @@ def rms_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | 
     _check_affine(op, "weight", weight, shape)
     if eps is None:
         eps = default_rms_eps(x.dtype)
-    h = _upcast(x)
-    y = h * ((h * h).mean(dim=dims, keepdim=True) + eps).rsqrt()
-    return _affine(y.astype(x.dtype), weight, None)
+    return _normalize(op, x, dims, weight, None, eps)
 
 
 def _value(t: Tensor | Param | None) -> Tensor | None:
