@@ -115,14 +115,13 @@ def _normalize(op: str, x: Tensor, dims: tuple[int, ...], weight: Tensor | None,
 @differentiable("layer_norm", "rms_norm", inputs=(0, 1, 3), compute_bound=True)
 def _normalize_backward(ctx: Any, grad: Tensor) -> tuple:
     """With s = ∂L/∂x̂ (grad · weight): ∂L/∂x = rstd · (s − mean(s) − x̂ · mean(s · x̂))
-    (rms_norm's without the mean(s), its x not centered), the weight's gradient
-    Σ grad · x̂ and the bias's Σ grad over the leading dims. The saved inputs: x̂
-    (``normalized``), rstd, then x, weight, bias (x is not kept)."""
+    (rms_norm's without the mean(s), its x not centered), the weight's gradient grad · x̂
+    and the bias's grad (the engine sums both over the leading dims). The saved inputs:
+    x̂ (``normalized``), rstd, then x, weight, bias (x is not kept)."""
     saved = ctx.inputs
     normalized, rstd = saved[0], saved[1]
     dims, has_weight, has_bias = ctx.attrs
     weight = saved[3] if has_weight else None
-    lead = tuple(range(grad.ndim - len(dims)))
     wants = ctx.needs_input_grad
     grads: list = [None, None, None]
     if wants[2]:
@@ -132,14 +131,10 @@ def _normalize_backward(ctx: Any, grad: Tensor) -> tuple:
         # (s · x̂) sums the same with s centered: x̂ sums to 0 over the dims.
         grads[2] = (s - normalized * (s * normalized).mean(dim=dims, keepdim=True)) * rstd
     if has_weight:
-        grads.append(_sum_leading(grad * normalized, lead) if wants[3] else None)
+        grads.append(grad * normalized if wants[3] else None)
     if has_bias:
-        grads.append(_sum_leading(grad, lead) if wants[-1] else None)
+        grads.append(grad if wants[-1] else None)
     return tuple(grads)
-
-
-def _sum_leading(t: Tensor, lead: tuple[int, ...]) -> Tensor:
-    return t.sum(dim=lead) if lead else t
 
 
 def default_rms_eps(dtype: Any) -> float:
