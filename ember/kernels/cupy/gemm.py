@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.kernels.cupy import tf32_split
+from ember.kernels.cupy import strided_copy, tf32_split
 
 # cudaDataType, cublasComputeType_t and cublasOperation_t values (cuBLAS headers).
 _CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_R_16BF = 0, 1, 2, 14
@@ -163,9 +163,9 @@ class Gemm:
                 out.fill(0)
             return out
         if plan.copy_a:  # one copy into a layout cuBLAS reads
-            a = cupy.ascontiguousarray(cupy.broadcast_to(a, plan.batch + a.shape[-2:]))
+            a = strided_copy.contiguous(cupy.broadcast_to(a, plan.batch + a.shape[-2:]))
         if plan.copy_b:
-            b = cupy.ascontiguousarray(cupy.broadcast_to(b, plan.batch + b.shape[-2:]))
+            b = strided_copy.contiguous(cupy.broadcast_to(b, plan.batch + b.shape[-2:]))
         stream = cupy.cuda.get_current_stream().ptr
         if stream != self._stream:
             self._check("cublasSetStream_v2", self._lib.cublasSetStream_v2(

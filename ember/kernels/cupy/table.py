@@ -19,7 +19,7 @@ import cupy
 import numpy as np
 from cupyx.scipy import special
 
-from ember.kernels.cupy import gemm, take_along
+from ember.kernels.cupy import gemm, strided_copy, take_along
 from ember.kernels.numpy import creation
 from ember.kernels.numpy.linalg import read_operands
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
@@ -212,3 +212,31 @@ def _scatter_add(msg, pool, x, index, src):
     if take_along.scatter_add_is_fast(x, index, src, msg.attrs[0]):
         return take_along.scatter_add_last(msg, pool, x, index, src)
     return NUMPY_KERNELS["scatter_add"](msg, pool, x, index, src)
+
+
+@cuda_kernel("reshape")
+def _reshape(msg, pool, x):
+    # A reshape that must copy (heads merged back after attention) copies in 16-byte moves.
+    if x.flags.c_contiguous or strided_copy.reshapes_as_view(x.shape, x.strides, msg.shape):
+        return x.reshape(msg.shape)
+    return strided_copy.contiguous(x).reshape(msg.shape)
+
+
+@cuda_kernel("cat")
+def _cat(msg, pool, *arrays):
+    # Each piece in one strided copy; pieces of another dtype take NumPy's kernel (it casts).
+    dim, new_axis = msg.attrs
+    out_dtype = NP[msg.dtype]
+    if any(a.dtype != out_dtype for a in arrays):
+        return NUMPY_KERNELS["cat"](msg, pool, *arrays)
+    out = pool.empty(msg.shape, out_dtype)
+    lead = (slice(None),) * dim
+    offset = 0
+    for a in arrays:
+        if new_axis:
+            strided_copy.copy(out[lead + (offset,)], a)
+            offset += 1
+        else:
+            strided_copy.copy(out[lead + (slice(offset, offset + a.shape[dim]),)], a)
+            offset += a.shape[dim]
+    return out
