@@ -180,6 +180,29 @@ def test_planner_names_dead_inputs_as_donors() -> None:
     assert group.inputs == (1, 2) and group.donors == (1,)
 
 
+def test_planner_runs_a_large_lone_elementwise_op_as_a_group_where_asked() -> None:
+    big, small = (64, 32), (4, 8)
+    planner = FusionPlanner(fused.fusible, 16, reductions=True, views=True, single_from=2048)
+    shapes = {1: big, 2: small}
+
+    def plan(batch):
+        return planner.plan(batch, lambda i: "float32" if i in shapes else None, shapes.get)
+
+    (group,) = plan([_call("exp", 3, (1,), big)])
+    assert [m.op for m in group.members] == ["exp"] and group.outputs == (3,)
+    first, matmul, second = plan([_call("neg", 3, (1,), big), _call("matmul", 4, (1, 1), big),
+                                  _call("tanh", 5, (4,), big)])  # split by the matmul
+    assert [type(m).__name__ for m in (first, matmul, second)] == ["FusedGroup", "Call",
+                                                                   "FusedGroup"]
+    for plain in ([_call("exp", 3, (2,), small)],  # below the bound
+                  [_call("alias", 3, (1,), big)],  # an alias stays a view
+                  [_call("sum", 3, (1,), (64, 1), ((1,), True))]):  # a reduction alone
+        assert plan(plain) == plain
+    default = FusionPlanner(fused.fusible, 16, reductions=True, views=True)
+    lone = [_call("exp", 3, (1,), big)]
+    assert default.plan(lone, lambda i: "float32", shapes.get) == lone
+
+
 # ----- dying inputs hold outputs ---------------------------------------------------------------
 
 def _run_and_read(device: em.Device, data: np.ndarray, build,

@@ -31,6 +31,12 @@ register_array_type(cupy.ndarray, cupy, cupy.asnumpy)
 _KDL_CUDA = 2  # DLPack's device type of CUDA memory
 
 
+# An elementwise op with nothing to fuse with runs as a generated kernel of its own from
+# this many elements on: CuPy's ufuncs move one element per thread (1.7-2.5 TB/s, bfloat16
+# 0.8-1.2 on the H200; ember's vectorized kernels 4.2), and from about here the GPU time
+# saved outweighs the group's extra ~25 µs of host time (a guess from those figures).
+SINGLE_FROM = 1 << 20
+
 class CupyPool:
     """Hands kernels new device arrays (the device's CuPy memory pool recycles the memory)
     and checks index ranges on the device (``defer_range_check``)."""
@@ -110,7 +116,7 @@ class CupyBackend:
 
     def fusion_planner(self) -> FusionPlanner:
         return FusionPlanner(codegen.fusible, self.MAX_FUSED_INPUTS, reductions=True,
-                             views=True)
+                             views=True, single_from=SINGLE_FROM)
 
     def graph_capturer(self) -> Any:
         """What captures and replays ``em.graphed`` steps here (used on the worker)."""

@@ -232,14 +232,18 @@ class FusionPlanner:
         min_elements: a group over fewer elements runs as plain calls (where a group's
             bookkeeping costs more than the kernels it saves, as on the CPU); a batch
             with fewer than two larger elementwise ops or reductions is not planned.
+        single_from: an elementwise op with nothing to fuse with runs as a group of its
+            own from this many elements on (where the backend's generated kernel beats its
+            plain one: CuPy's ufuncs move one element per thread); None: never.
     """
 
     def __init__(self, fusible: Callable[[Call, Callable[[int], Any]], bool],
                  max_inputs: int, *, reductions: bool = False, views: bool = False,
-                 min_elements: int = 0) -> None:
+                 min_elements: int = 0, single_from: int | None = None) -> None:
         self._fusible = fusible
         self.max_inputs = max_inputs
         self.min_elements = min_elements
+        self.single_from = single_from
         self._kinds = {op: "elementwise" for op in ELEMENTWISE}
         if reductions:
             self._kinds.update({op: "reduce" for op in REDUCTIONS})
@@ -256,13 +260,16 @@ class FusionPlanner:
         a buffer stored before this batch (None if unknown).
         """
         kinds, least = self._kinds, self.min_elements
+        alone = self.single_from
         candidates = 0
         for m in batch:
-            if (type(m) is Call and m.op in kinds
-                    and (kinds[m.op] != "elementwise" or math.prod(m.shape) >= least)):
-                candidates += 1
-                if candidates == 2:
-                    break
+            if type(m) is Call and m.op in kinds:
+                elementwise = kinds[m.op] == "elementwise"
+                if not elementwise or math.prod(m.shape) >= least:
+                    candidates += 1
+                    if candidates == 2 or (elementwise and alone is not None
+                                           and math.prod(m.shape) >= alone):
+                        break
         else:
             return batch
         made_here: dict[int, tuple[str, tuple[int, ...]]] = {}
@@ -320,8 +327,10 @@ class FusionPlanner:
         return out
 
     def _close(self, run: _Run, out: list, dropped: set, last_read: dict[int, int]) -> None:
-        if (len(run.prologue) + len(run.members) < 2 or not run.members
-                or math.prod(run.shape) < self.min_elements):
+        elements = math.prod(run.shape) if run.members else 0
+        if (not run.members or elements < self.min_elements
+                or (len(run.prologue) + len(run.members) < 2
+                    and not self._runs_alone(run, elements))):
             out.extend(run.prologue + run.members)  # nothing worth fusing: plain calls
             return
         members = (*run.prologue, *run.members)
@@ -347,6 +356,12 @@ class FusionPlanner:
                        and last_read.get(i, -1) <= run.end)
         out.append(FusedGroup(members, inputs, outputs, shape, key, run.rows, len(run.prologue),
                               donors))
+
+    def _runs_alone(self, run: _Run, elements: int) -> bool:
+        """Whether a run of one elementwise member is a group of its own (an alias stays
+        the view its plain kernel makes)."""
+        return (self.single_from is not None and elements >= self.single_from
+                and run.rows is None and run.members[0].op != "alias")
 
     def program(self, group: FusedGroup) -> Program:
         """The group's evaluation program, built once per relative structure."""
