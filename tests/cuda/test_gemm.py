@@ -108,10 +108,16 @@ def test_only_large_float32_products_at_high_precision_are_split(precision, dtyp
 def _through_plan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The product as a cached ``_Plan`` hands it to cuBLAS (copies made as it says)."""
     plan = gemm._Plan(a, b, "float32", "highest")
+    def copied(x, how):  # gemm._copied with NumPy
+        x = np.broadcast_to(x, plan.batch + x.shape[-2:])
+        if how == gemm._COPY_COLUMNS:
+            return np.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2)
+        return np.ascontiguousarray(x)
+
     if plan.copy_a:
-        a = np.ascontiguousarray(np.broadcast_to(a, plan.batch + a.shape[-2:]))
+        a = copied(a, plan.copy_a)
     if plan.copy_b:
-        b = np.ascontiguousarray(np.broadcast_to(b, plan.batch + b.shape[-2:]))
+        b = copied(b, plan.copy_b)
     first = _column_major(b, (plan.op_b, plan.ldb, plan.stride_b), plan.n, plan.k, plan.count)
     second = _column_major(a, (plan.op_a, plan.lda, plan.stride_a), plan.k, plan.m, plan.count)
     out = np.matmul(first, second).transpose(0, 2, 1)
@@ -131,9 +137,24 @@ def test_a_plan_gives_numpys_product_and_copies_only_what_cublas_cannot_read(cas
     elif case == "strided":
         a = np.repeat(a, 2, axis=2)[..., ::2]  # every other column: no layout cuBLAS reads
     plan = gemm._Plan(a, b, "float32", "highest")
-    assert plan.copy_a == (case == "strided") and not plan.copy_b
+    assert bool(plan.copy_a) == (case == "strided") and not plan.copy_b
     assert plan.count == (1 if case in ("plain", "weight_t") else 3)
     np.testing.assert_allclose(_through_plan(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_head_views_are_copied_in_their_own_memory_order():
+    # q @ k.T of attention heads cut from one (2, 5, 3·(3·4)) projection: (batch, heads)
+    # have no single stride, so both are copied; the key, read transposed, in column order.
+    qkv = rng.standard_normal((2, 5, 36)).astype(np.float32)
+    q, k, _ = (t.reshape(2, 5, 3, 4).transpose(0, 2, 1, 3) for t in np.split(qkv, 3, -1))
+    plan = gemm._Plan(q, k.swapaxes(-1, -2), "float32", "highest")
+    assert (plan.copy_a, plan.copy_b) == (gemm._COPY_ROWS, gemm._COPY_COLUMNS)
+    assert plan.op_b == gemm._OP_T and plan.ldb == 4  # the (4, 5) key read as (5, 4)ᵀ
+    np.testing.assert_allclose(_through_plan(q, k.swapaxes(-1, -2)), q @ k.swapaxes(-1, -2),
+                               rtol=1e-5, atol=1e-6)
+    plan = gemm._Plan(k.swapaxes(-1, -2).swapaxes(-1, -2), q.swapaxes(-1, -2), "float32",
+                      "highest")
+    assert (plan.copy_a, plan.copy_b) == (gemm._COPY_ROWS, gemm._COPY_COLUMNS)
 
 
 def test_a_plan_of_nothing_to_multiply():

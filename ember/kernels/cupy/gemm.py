@@ -163,9 +163,9 @@ class Gemm:
                 out.fill(0)
             return out
         if plan.copy_a:  # one copy into a layout cuBLAS reads
-            a = strided_copy.contiguous(cupy.broadcast_to(a, plan.batch + a.shape[-2:]))
+            a = _copied(a, plan.batch, plan.copy_a == _COPY_COLUMNS)
         if plan.copy_b:
-            b = strided_copy.contiguous(cupy.broadcast_to(b, plan.batch + b.shape[-2:]))
+            b = _copied(b, plan.batch, plan.copy_b == _COPY_COLUMNS)
         stream = cupy.cuda.get_current_stream().ptr
         if stream != self._stream:
             self._check("cublasSetStream_v2", self._lib.cublasSetStream_v2(
@@ -202,6 +202,21 @@ class Gemm:
                         status)
 
 
+# How an operand that cuBLAS cannot read as it is gets copied (_Plan.copy_a / copy_b).
+_COPY_ROWS, _COPY_COLUMNS = 1, 2
+
+
+def _copied(x: Any, batch: tuple[int, ...], columns: bool) -> Any:
+    """``x`` broadcast to ``batch`` in a buffer of its own: row-major, or with ``columns``
+    the transpose of a row-major copy of its transpose."""
+    import cupy
+
+    x = cupy.broadcast_to(x, batch + x.shape[-2:])
+    if columns:
+        return strided_copy.contiguous(x.swapaxes(-1, -2)).swapaxes(-1, -2)
+    return strided_copy.contiguous(x)
+
+
 class _Plan:
     """How one (shapes, strides, dtype) of ``a @ b`` reaches cuBLAS, worked out once."""
 
@@ -224,12 +239,19 @@ class _Plan:
         item = a.itemsize
         strides = [tuple(s // item for s in x.strides) for x in (a, b)]
         found = layout(batch, a.shape, strides[0], b.shape, strides[1])
-        self.copy_a, self.copy_b = found[0] is None, found[1] is None
-        contiguous = []
-        for x, how in zip((a, b), found):
-            if how is None:  # made contiguous (and broadcast to the batch) before the call
-                how = (_OP_N, x.shape[-1], x.shape[-2] * x.shape[-1] if count > 1 else 0)
+        copies, contiguous = [], []
+        for x, (rows, cols), how in zip((a, b), (x.shape[-2:] for x in (a, b)), found):
+            copy = 0
+            if how is None:  # copied (and broadcast to the batch) before the call
+                # A view whose columns are closer in memory than its rows (a head's key
+                # read transposed) is copied in that order and read transposed: the copy
+                # moves whole 16-byte runs, not single elements.
+                copy = _COPY_COLUMNS if x.strides[-2] < x.strides[-1] else _COPY_ROWS
+                op, ld = (_OP_T, rows) if copy == _COPY_COLUMNS else (_OP_N, cols)
+                how = (op, ld, rows * cols if count > 1 else 0)
+            copies.append(copy)
             contiguous.append(how)
+        self.copy_a, self.copy_b = copies
         (self.op_a, self.lda, self.stride_a), (self.op_b, self.ldb, self.stride_b) = contiguous
 
 
