@@ -183,6 +183,38 @@ def elementwise() -> None:
          "torch eager": timed(lambda: torch.nn.functional.layer_norm(x_t, (4096,), w_t, w_t),
                               torch_sync, 10)})
 
+    lone_ops()
+
+
+def lone_ops() -> None:
+    """An add with nothing to fuse with (float32 and bfloat16, 64M elements) and the copy
+    of an encoder's heads made contiguous ((8, 12, 256, 64) views of a (8, 256, 2304)
+    projection, the reshape that merges them back), read back each time."""
+    rng = np.random.default_rng(0)
+    for dtype, torch_dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        a_np, b_np = (rng.standard_normal((8192, 8192), dtype=np.float32) for _ in range(2))
+        a_em, b_em = (em.from_numpy(x, device=DEV).astype(dtype) for x in (a_np, b_np))
+        a_t, b_t = (torch.from_numpy(x).cuda().to(torch_dtype) for x in (a_np, b_np))
+        a_cp, b_cp = cp.from_dlpack(a_t), cp.from_dlpack(b_t)
+        row(f"lone add [8192,8192] {dtype}", 3 * a_t.numel() * a_t.element_size(),
+            {"ember": timed(lambda: a_em + b_em, em_sync, 20),
+             "cupy": timed(lambda: a_cp + b_cp, cp_sync, 20),
+             "torch eager": timed(lambda: a_t + b_t, torch_sync, 20)})
+    qkv_np = rng.standard_normal((8, 256, 3 * 768), dtype=np.float32)
+    qkv_em, qkv_t = em.from_numpy(qkv_np, device=DEV), torch.from_numpy(qkv_np).cuda()
+    qkv_cp = cp.asarray(qkv_np)
+
+    def heads(x):
+        return x[..., :768].reshape(8, 256, 12, 64).transpose(1, 2)
+
+    row("heads made contiguous (8,12,256,64) f32, 100 copies", 200 * 8 * 256 * 768 * 4,
+        {"ember": timed(lambda: [heads(qkv_em).reshape(8, 12 * 256 * 64) for _ in range(100)],
+                        em_sync, 5),
+         "cupy": timed(lambda: [cp.ascontiguousarray(heads(qkv_cp)) for _ in range(100)],
+                       cp_sync, 5),
+         "torch eager": timed(lambda: [heads(qkv_t).contiguous() for _ in range(100)],
+                              torch_sync, 5)})
+
 
 class _LastLaunch:
     """Wraps ember's generated kernels to keep the last launch (kernel, grid, block, args),
