@@ -187,25 +187,27 @@ def elementwise() -> None:
 
 
 def lone_ops() -> None:
-    """An add with nothing to fuse with (float32 and bfloat16, 64M elements) and the copy
-    of an encoder's heads made contiguous ((8, 12, 256, 64) views of a (8, 256, 2304)
-    projection, the reshape that merges them back), read back each time."""
+    """An add with nothing to fuse with (float32 and bfloat16, 64M elements; each call
+    synchronized, or ember would fuse the repeats into one kernel) and the copy of an
+    encoder's heads made contiguous ((8, 12, 256, 64) views of a (8, 256, 2304)
+    projection, as the reshape that merges them back copies them)."""
     rng = np.random.default_rng(0)
     for dtype, torch_dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         a_np, b_np = (rng.standard_normal((8192, 8192), dtype=np.float32) for _ in range(2))
         a_em, b_em = (em.from_numpy(x, device=DEV).astype(dtype) for x in (a_np, b_np))
         a_t, b_t = (torch.from_numpy(x).cuda().to(torch_dtype) for x in (a_np, b_np))
         a_cp, b_cp = cp.from_dlpack(a_t), cp.from_dlpack(b_t)
-        row(f"lone add [8192,8192] {dtype}", 3 * a_t.numel() * a_t.element_size(),
-            {"ember": timed(lambda: a_em + b_em, em_sync, 20),
-             "cupy": timed(lambda: a_cp + b_cp, cp_sync, 20),
-             "torch eager": timed(lambda: a_t + b_t, torch_sync, 20)})
+        row(f"lone add [8192,8192] {dtype}, synchronized", 3 * a_t.numel() * a_t.element_size(),
+            {"ember": timed(lambda: (a_em + b_em, em_sync()), em_sync, 20),
+             "cupy": timed(lambda: (a_cp + b_cp, cp_sync()), cp_sync, 20),
+             "torch eager": timed(lambda: (a_t + b_t, torch_sync()), torch_sync, 20)})
     qkv_np = rng.standard_normal((8, 256, 3 * 768), dtype=np.float32)
     qkv_em, qkv_t = em.from_numpy(qkv_np, device=DEV), torch.from_numpy(qkv_np).cuda()
     qkv_cp = cp.asarray(qkv_np)
 
     def heads(x):
-        return x[..., :768].reshape(8, 256, 12, 64).transpose(1, 2)
+        x = x[..., :768].reshape(8, 256, 12, 64)
+        return x.swapaxes(1, 2) if isinstance(x, cp.ndarray) else x.transpose(1, 2)
 
     row("heads made contiguous (8,12,256,64) f32, 100 copies", 200 * 8 * 256 * 768 * 4,
         {"ember": timed(lambda: [heads(qkv_em).reshape(8, 12 * 256 * 64) for _ in range(100)],
