@@ -3,8 +3,6 @@ arguments, and (where nvcc is installed) that the source compiles to PTX for sm_
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import pytest
 
@@ -12,6 +10,7 @@ from ember.actors.ir import Call, Drop
 from ember.kernels.cupy import codegen
 from ember.kernels.fusion import cexpr
 from ember.kernels.fusion.planner import FusionPlanner
+from tests.cuda.gpu import needs_nvcc, ptx_of
 from tests.cuda.groups import SITE, gelu_tanh_chain, plan
 
 F32 = {1: "float32", 2: "float32", 3: "float32"}
@@ -134,19 +133,7 @@ def test_coalesce_merges_dims_every_input_walks_as_one():
 
 
 def _ptx(tmp_path, source):
-    path = tmp_path / "kernel.cu"
-    path.write_text(source.code)
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
-                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True,
-                            check=False)
-    assert result.returncode == 0, result.stderr
-    ptx = (tmp_path / "kernel.ptx").read_text()
-    assert f".entry {source.name}(" in ptx
-    return ptx
-
-
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None,
-                                reason="nvcc (the CUDA compiler) is not installed")
+    return ptx_of(tmp_path, source.code, source.name)
 
 
 @needs_nvcc

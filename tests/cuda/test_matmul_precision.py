@@ -8,8 +8,6 @@ graphed step's replay."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 
 import numpy as np
@@ -18,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 import ember as em
 from ember.kernels.cupy import tf32_split
-from tests.cuda.gpu import needs_gpu
+from tests.cuda.gpu import needs_gpu, needs_nvcc, ptx_of
 
 rng = np.random.default_rng(7)
 
@@ -34,16 +32,9 @@ def restore_precision() -> Iterator[None]:
     em.set_float32_matmul_precision(before)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None,
-                    reason="nvcc (the CUDA compiler) is not installed")
+@needs_nvcc
 def test_split_source_compiles_to_ptx_for_hopper(tmp_path):
-    path = tmp_path / "split.cu"
-    path.write_text(tf32_split.SOURCE)
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", str(path), "-o",
-                             str(tmp_path / "split.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    ptx = (tmp_path / "split.ptx").read_text()
-    assert ".entry split_tf32(" in ptx and ".entry split_tf32_x4(" in ptx
+    ptx = ptx_of(tmp_path, tf32_split.SOURCE, "split_tf32", "split_tf32_x4")
     assert "ld.global.v4.f32" in ptx  # the float4 kernel's vector loads
 
 

@@ -4,27 +4,19 @@ computed from it when it is read, good ones never wait, and captured checks re-a
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import ember as em
 from ember.kernels.cupy.range_checks import source
-from tests.cuda.gpu import needs_gpu
+from tests.cuda.gpu import needs_gpu, needs_nvcc, ptx_of
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")
+@needs_nvcc
 @pytest.mark.parametrize("dtype", ["int64", "int32"])
 def test_check_source_compiles_to_ptx_for_hopper(tmp_path, dtype):
-    path = tmp_path / "check.cu"
-    path.write_text(source(dtype))
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", str(path), "-o",
-                             str(tmp_path / "check.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    ptx = (tmp_path / "check.ptx").read_text()
-    assert f".entry ember_index_range_{dtype}(" in ptx
+    ptx = ptx_of(tmp_path, source(dtype), f"ember_index_range_{dtype}")
     assert "atom.global.min.s64" in ptx and "atom.global.max.s64" in ptx
 
 

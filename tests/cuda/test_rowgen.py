@@ -3,14 +3,13 @@ without a GPU: planning, input layouts, phases, names, cache keys and PTX for sm
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from ember.actors.ir import Call
 from ember.kernels.cupy import rowgen
+from tests.cuda.gpu import needs_nvcc, ptx_of
 from tests.cuda.groups import ROW_SHAPE, SITE, layer_norm_calls, plan_rows, softmax_calls
 
 KEPT = ROW_SHAPE[:-1] + (1,)
@@ -100,7 +99,7 @@ def test_cache_key_ignores_sizes_but_not_the_layout():
     assert "8" not in repr(key[1])  # member shapes (sizes) are not in the key
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")
+@needs_nvcc
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("which", ["softmax", "layer_norm", "strided"])
 def test_row_source_compiles_to_ptx_for_hopper(tmp_path, dtype, which):
@@ -113,15 +112,10 @@ def test_row_source_compiles_to_ptx_for_hopper(tmp_path, dtype, which):
         arrays = {1: np.empty(ROW_SHAPE[::-1], np.float32).transpose(2, 1, 0)}
         _, _, source = _render(softmax_calls(dtype), {1: ROW_SHAPE}, dtype, vector=1,
                                arrays=arrays)
-    path = tmp_path / "kernel.cu"
-    path.write_text(source.code)
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
-                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert f".entry {source.name}(" in (tmp_path / "kernel.ptx").read_text()
+    ptx_of(tmp_path, source.code, source.name)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA compiler) is not installed")
+@needs_nvcc
 def test_an_input_read_only_through_a_prologue_view_is_left_unread(tmp_path):
     """cross_entropy's loss: picked (N, 1) squeezed by a reshape in the group's prologue;
     the kernel reads the view, not picked itself (it refused the group as \"read at two
@@ -146,8 +140,4 @@ def test_an_input_read_only_through_a_prologue_view_is_left_unread(tmp_path):
                            tuple(m.shape == group.shape for m in members), ["float32"] * 3,
                            layout, 4, 256)
     assert "in0[" not in source.code
-    path = tmp_path / "kernel.cu"
-    path.write_text(source.code)
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", "--std=c++17", str(path),
-                             "-o", str(tmp_path / "kernel.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    ptx_of(tmp_path, source.code, source.name)

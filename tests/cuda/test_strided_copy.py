@@ -6,8 +6,6 @@ Hopper. On a GPU: copies, reshapes that must copy and ``cat`` match NumPy."""
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 
 import ember as em
 from ember.kernels.cupy.strided_copy import UNITS, kernel_name, layout, reshapes_as_view, source
-from tests.cuda.gpu import needs_gpu
+from tests.cuda.gpu import needs_gpu, needs_nvcc, ptx_of
 
 DTYPES = [np.float32, np.float16, np.int64, np.bool_, np.uint8, ml_dtypes.bfloat16]
 
@@ -133,19 +131,12 @@ def test_reshapes_as_view_agrees_with_numpy():
     assert reshapes_as_view((2, 0, 3), (0, 12, 4), (3, 0))
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None,
-                    reason="nvcc (the CUDA compiler) is not installed")
+@needs_nvcc
 @pytest.mark.parametrize("rank", [1, 2, 4, 6])
 @pytest.mark.parametrize("unit", list(UNITS))
 @pytest.mark.parametrize("bits", [32, 64])
 def test_source_compiles_to_ptx_for_hopper(tmp_path, rank, unit, bits):
-    path = tmp_path / "copy.cu"
-    path.write_text(source(rank, unit, bits))
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", str(path), "-o",
-                             str(tmp_path / "copy.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    ptx = (tmp_path / "copy.ptx").read_text()
-    assert f".entry {kernel_name(rank, unit, bits)}(" in ptx
+    ptx = ptx_of(tmp_path, source(rank, unit, bits), kernel_name(rank, unit, bits))
     if unit == 16:
         assert "ld.global.nc.v4.u32" in ptx and "st.global.v4.u32" in ptx
 

@@ -5,8 +5,6 @@ reference, and a bad index still fails at the read, naming the op."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -21,23 +19,16 @@ from ember.kernels.cupy.take_along import (
     scatter_add_is_fast,
     source,
 )
-from tests.cuda.gpu import needs_gpu
+from tests.cuda.gpu import needs_gpu, needs_nvcc, ptx_of
 
 KERNELS = ([("gather", dtype, index) for dtype in GATHER_TYPES for index in INDEX_TYPES]
            + [("scatter_add", "float32", index) for index in INDEX_TYPES])
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None,
-                    reason="nvcc (the CUDA compiler) is not installed")
+@needs_nvcc
 @pytest.mark.parametrize("op, dtype, index", KERNELS)
 def test_source_compiles_to_ptx_for_hopper(tmp_path, op, dtype, index):
-    path = tmp_path / "take_along.cu"
-    path.write_text(source(op, dtype, index))
-    result = subprocess.run(["nvcc", "-ptx", "-arch=compute_90", str(path), "-o",
-                             str(tmp_path / "take_along.ptx")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    ptx = (tmp_path / "take_along.ptx").read_text()
-    assert f".entry {kernel_name(op, dtype, index)}(" in ptx
+    ptx = ptx_of(tmp_path, source(op, dtype, index), kernel_name(op, dtype, index))
     assert ("atom.global.add.f32" in ptx) == (op == "scatter_add")
 
 
