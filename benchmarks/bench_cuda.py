@@ -15,7 +15,8 @@ ember's times are wall-clock over ``repeats`` issues and one ``em.sync`` (what a
 program sees: host issue time included); CuPy's and PyTorch's likewise, ending with a
 device synchronize. Each figure is the median of 5 such runs after a warm-up.
 ``kernel_bandwidth`` times the generated kernel alone with CUDA events (replaying
-ember's last launch) against torch's kernels, to compare kernel bandwidth.
+ember's last launch) against torch's kernels, to compare kernel bandwidth; ``lone_ops``
+likewise for an elementwise op with nothing to fuse with and for strided copies.
 Run: ``PYTHONPATH=. python3 benchmarks/bench_cuda.py [section ...]`` on a machine with a GPU.
 """
 
@@ -183,39 +184,39 @@ def elementwise() -> None:
          "torch eager": timed(lambda: torch.nn.functional.layer_norm(x_t, (4096,), w_t, w_t),
                               torch_sync, 10)})
 
-    lone_ops()
-
 
 def lone_ops() -> None:
-    """An add with nothing to fuse with (float32 and bfloat16, 64M elements; each call
-    synchronized, or ember would fuse the repeats into one kernel) and the copy of an
-    encoder's heads made contiguous ((8, 12, 256, 64) views of a (8, 256, 2304)
-    projection, as the reshape that merges them back copies them)."""
+    """Kernel time (CUDA events) of an add with nothing to fuse with (float32 and bfloat16,
+    64M elements) and of an encoder's heads made contiguous ((8, 12, 256, 64) views of a
+    (8, 256, 2304) projection, as gemm.py and a reshape copy them): ember's generated
+    kernels against CuPy's and torch's."""
+    from ember.kernels.cupy import strided_copy
+
     rng = np.random.default_rng(0)
     for dtype, torch_dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         a_np, b_np = (rng.standard_normal((8192, 8192), dtype=np.float32) for _ in range(2))
         a_em, b_em = (em.from_numpy(x, device=DEV).astype(dtype) for x in (a_np, b_np))
         a_t, b_t = (torch.from_numpy(x).cuda().to(torch_dtype) for x in (a_np, b_np))
         a_cp, b_cp = cp.from_dlpack(a_t), cp.from_dlpack(b_t)
-        row(f"lone add [8192,8192] {dtype}, synchronized", 3 * a_t.numel() * a_t.element_size(),
-            {"ember": timed(lambda: (a_em + b_em, em_sync()), em_sync, 20),
-             "cupy": timed(lambda: (a_cp + b_cp, cp_sync()), cp_sync, 20),
-             "torch eager": timed(lambda: (a_t + b_t, torch_sync()), torch_sync, 20)})
-    qkv_np = rng.standard_normal((8, 256, 3 * 768), dtype=np.float32)
-    qkv_em, qkv_t = em.from_numpy(qkv_np, device=DEV), torch.from_numpy(qkv_np).cuda()
-    qkv_cp = cp.asarray(qkv_np)
-
-    def heads(x):
-        x = x[..., :768].reshape(8, 256, 12, 64)
-        return x.swapaxes(1, 2) if isinstance(x, cp.ndarray) else x.transpose(1, 2)
-
-    row("heads made contiguous (8,12,256,64) f32, 100 copies", 200 * 8 * 256 * 768 * 4,
-        {"ember": timed(lambda: [heads(qkv_em).reshape(8, 12 * 256 * 64) for _ in range(100)],
-                        em_sync, 5),
-         "cupy": timed(lambda: [cp.ascontiguousarray(heads(qkv_cp)) for _ in range(100)],
-                       cp_sync, 5),
-         "torch eager": timed(lambda: [heads(qkv_t).contiguous() for _ in range(100)],
-                              torch_sync, 5)})
+        _LastLaunch.last = None
+        y = a_em + b_em
+        em_sync()
+        times = {}
+        if _LastLaunch.last is not None:
+            kernel, grid, block, args = _LastLaunch.last
+            times["ember kernel"] = event_seconds(lambda: kernel(grid, block, args))
+        del y
+        times["cupy"] = event_seconds(lambda: a_cp + b_cp)
+        times["torch eager"] = torch_event_seconds(lambda: a_t + b_t)
+        row(f"lone add [8192,8192] {dtype}, kernels only", 3 * a_t.numel() * a_t.element_size(),
+            times)
+    qkv_t = torch.from_numpy(rng.standard_normal((8, 256, 3 * 768), dtype=np.float32)).cuda()
+    heads_t = qkv_t[..., :768].reshape(8, 256, 12, 64).transpose(1, 2)
+    heads_cp = cp.from_dlpack(qkv_t)[..., :768].reshape(8, 256, 12, 64).swapaxes(1, 2)
+    row("heads made contiguous (8,12,256,64) f32, kernels only", 2 * heads_t.numel() * 4,
+        {"ember": event_seconds(lambda: strided_copy.contiguous(heads_cp)),
+         "cupy": event_seconds(lambda: cp.ascontiguousarray(heads_cp)),
+         "torch eager": torch_event_seconds(lambda: heads_t.contiguous())})
 
 
 class _LastLaunch:
@@ -534,7 +535,7 @@ def launch_overhead() -> None:
 if __name__ == "__main__":
     print(f"# {torch.cuda.get_device_name()}, CuPy {cp.__version__}, torch {torch.__version__}")
     _record_launches()
-    sections = {f.__name__: f for f in (kernel_bandwidth, elementwise, matmul_sweep,
+    sections = {f.__name__: f for f in (kernel_bandwidth, elementwise, lone_ops, matmul_sweep,
                                         launch_overhead, mlp_step, encoder_layer,
                                         matmul_precision, data_parallel)}
     chosen = sys.argv[1:] or list(sections)
