@@ -207,6 +207,20 @@ SPECIAL = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.25, -7.0, 20.0, -20.0,
            float("inf"), float("-inf"), float("nan")]
 
 
+def _elementwise_reference(torch_fn):
+    """``torch_fn`` with each NaN it makes from a non-NaN float input made again from that
+    element alone: on AVX-512 CPUs torch 2.13's vectorized float32 gelu gives NaN at +inf
+    where its scalar path (and the limit, x) gives inf."""
+    def reference(t):
+        out = torch_fn(t)
+        if t.dtype.is_floating_point and t.ndim == 1 and out.shape == t.shape:
+            for i in torch.nonzero(out.isnan() & ~t.isnan()).flatten().tolist():
+                out[i] = torch_fn(t[i:i + 1])[0]
+        return out
+
+    return reference
+
+
 @pytest.mark.parametrize("name", list(UNARY))
 def test_unary_matches_torch(name: str) -> None:
     """Every unary function over every dtype, special values included."""
@@ -218,7 +232,7 @@ def test_unary_matches_torch(name: str) -> None:
         else:
             x = operand(dtype, (7,) if shape else (), 4)
         with np.errstate(all="ignore"):
-            want = outcome(torch_fn, to_torch(x))
+            want = outcome(_elementwise_reference(torch_fn), to_torch(x))
         got = outcome(ember_fn, em.tensor(x))
         compare(f"{name}({dtype}{list(x.shape)})", got, want, problems,
                 extends=name.startswith(EMBER_EXTENDS) and dtype in ("int32", "int64", "bool"))
