@@ -92,12 +92,33 @@ extern "C" __global__ void {kernel_name(rank, unit, index_bits)}(
 def copy(dst: Any, src: Any) -> None:
     """``dst[...] = src`` for CuPy arrays of one shape and dtype (``src`` may broadcast as
     a view of stride 0; the two must not overlap)."""
-    found = layout(dst.shape, dst.itemsize, src.strides, dst.strides, src.data.ptr,
-                   dst.data.ptr)
-    if found is None:
+    # The launch is worked out once per shape, strides and address alignment (layout looks
+    # at addresses modulo 16 alone): 24 µs of host time per copy on the H200 otherwise,
+    # against 11 for CuPy's.
+    key = (dst.shape, dst.itemsize, src.strides, dst.strides, src.data.ptr & 15,
+           dst.data.ptr & 15)
+    launch = _launches.get(key)
+    if launch is None:
+        if len(_launches) >= 4096:
+            _launches.clear()
+        launch = _launches[key] = _launch(*key)
+    if launch is None:
         if dst.size:
             dst[...] = src
         return
+    kernel, grid, block, scalars = launch
+    kernel(grid, block, (src, dst, *scalars))
+
+
+_launches: dict[tuple, Any] = {}
+
+
+def _launch(shape: tuple[int, ...], itemsize: int, src: tuple[int, ...], dst: tuple[int, ...],
+            src_address: int, dst_address: int) -> tuple | None:
+    """(kernel, grid, block, scalar arguments) of a copy, or None where CuPy copies."""
+    found = layout(shape, itemsize, src, dst, src_address, dst_address)
+    if found is None:
+        return None
     unit, sizes, src_steps, dst_steps = found
     total = math.prod(sizes)
     reach = max(total, sum((n - 1) * s for n, s in zip(sizes, src_steps)) + 1,
@@ -110,10 +131,10 @@ def copy(dst: Any, src: Any) -> None:
 
         kernel = _kernels[key] = cupy.RawKernel(source(*key), kernel_name(*key))
     scalar = np.uint32 if bits == 32 else np.int64
-    args = [src, dst, scalar(total)]
+    scalars = [scalar(total)]
     for n, s, d in zip(sizes, src_steps, dst_steps):
-        args += [scalar(n), scalar(s), scalar(d)]
-    kernel(*launch_shape(total), tuple(args))
+        scalars += [scalar(n), scalar(s), scalar(d)]
+    return (kernel, *launch_shape(total), tuple(scalars))
 
 
 def reshapes_as_view(shape: tuple[int, ...], strides: tuple[int, ...],
