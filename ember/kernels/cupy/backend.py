@@ -32,10 +32,12 @@ _KDL_CUDA = 2  # DLPack's device type of CUDA memory
 
 
 # An elementwise op with nothing to fuse with runs as a generated kernel of its own from
-# this many elements on: CuPy's ufuncs move one element per thread (1.7-2.5 TB/s, bfloat16
-# 0.8-1.2 on the H200; ember's vectorized kernels 4.2), and from about here the GPU time
-# saved outweighs the group's extra ~25 µs of host time (a guess from those figures).
+# this many elements on: CuPy's ufuncs move one element per thread (a lone 64M-element add
+# on the H200: 2.5 TB/s float32, 1.3 bfloat16; the generated kernel 4.3 and 2.5), and from
+# about here the GPU time saved outweighs the group's extra ~25 µs of host time (a guess
+# from those figures).
 SINGLE_FROM = 1 << 20
+
 
 class CupyPool:
     """Hands kernels new device arrays (the device's CuPy memory pool recycles the memory)

@@ -93,8 +93,8 @@ def copy(dst: Any, src: Any) -> None:
     """``dst[...] = src`` for CuPy arrays of one shape and dtype (``src`` may broadcast as
     a view of stride 0; the two must not overlap)."""
     # The launch is worked out once per shape, strides and address alignment (layout looks
-    # at addresses modulo 16 alone): 24 µs of host time per copy on the H200 otherwise,
-    # against 11 for CuPy's.
+    # at addresses modulo 16 alone): host time per copy on the H200 is then CuPy's
+    # (14.5 µs against 13.7; 24 worked out at every copy).
     key = (dst.shape, dst.itemsize, src.strides, dst.strides, src.data.ptr & 15,
            dst.data.ptr & 15)
     launch = _launches.get(key)
