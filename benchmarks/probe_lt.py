@@ -14,7 +14,7 @@ import cupy
 import torch
 
 from benchmarks import cublaslt
-from benchmarks.bench_cuda import take_option
+from benchmarks.bench_cuda import event_seconds, take_option
 from ember.kernels.cupy import gemm
 
 # (workload, batch, m, k, n, how): row-major a (m, k) @ b (k, n); "bT": b is a weight's
@@ -49,19 +49,8 @@ def operands(batch: int, m: int, k: int, n: int, how: str, dtype: str) -> tuple:
 
 
 def kernel_seconds(run) -> float:
-    """Best of three rounds of REPEATS launches, CUDA events on the current stream."""
-    for _ in range(3):
-        run()
-    best = float("inf")
-    for _ in range(3):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(REPEATS):
-            run()
-        end.record()
-        end.synchronize()
-        best = min(best, cupy.cuda.get_elapsed_time(start, end) / 1e3 / REPEATS)
-    return best
+    """Best of three rounds of REPEATS launches (bench_cuda.event_seconds: CUDA events)."""
+    return min(event_seconds(run, REPEATS) for _ in range(3))
 
 
 def lt_times(lt: cublaslt.Lt, plan: gemm._Plan, a, b, out, most: int) -> list[float]:
