@@ -198,14 +198,7 @@ def lone_ops() -> None:
         a_em, b_em = (em.from_numpy(x, device=DEV).astype(dtype) for x in (a_np, b_np))
         a_t, b_t = (torch.from_numpy(x).cuda().to(torch_dtype) for x in (a_np, b_np))
         a_cp, b_cp = cp.from_dlpack(a_t), cp.from_dlpack(b_t)
-        _LastLaunch.last = None
-        y = a_em + b_em
-        em_sync()
-        times = {}
-        if _LastLaunch.last is not None:
-            kernel, grid, block, args = _LastLaunch.last
-            times["ember kernel"] = event_seconds(lambda: kernel(grid, block, args))
-        del y
+        _, times = last_kernel_seconds(lambda: a_em + b_em)
         times["cupy"] = event_seconds(lambda: a_cp + b_cp)
         times["torch eager"] = torch_event_seconds(lambda: a_t + b_t)
         row(f"lone add [8192,8192] {dtype}, kernels only", 3 * a_t.numel() * a_t.element_size(),
@@ -266,6 +259,20 @@ def torch_event_seconds(issue, repeats: int = 20) -> float:
     return start.elapsed_time(end) / 1e3 / repeats
 
 
+def last_kernel_seconds(em_fn: Callable[[], Any]) -> tuple[tuple | None, dict[str, float]]:
+    """Run ``em_fn()`` to its end, then time the last generated kernel it launched alone
+    (CUDA events): (that launch or None, {"ember kernel": seconds} or {})."""
+    _LastLaunch.last = None
+    y = em_fn()
+    em_sync()
+    launch = _LastLaunch.last
+    del y
+    if launch is None:
+        return None, {}
+    kernel, grid, block, args = launch
+    return launch, {"ember kernel": event_seconds(lambda: kernel(grid, block, args))}
+
+
 def kernel_bandwidth() -> None:
     """Kernel time alone (CUDA events) of ember's generated kernel against torch's."""
     rng = np.random.default_rng(1)
@@ -281,15 +288,7 @@ def kernel_bandwidth() -> None:
              lambda: torch.nn.functional.layer_norm(x_t, shape[-1:]), None),
         ]
         for name, em_fn, torch_fn, _ in cases:
-            _LastLaunch.last = None
-            y = em_fn()
-            y.numpy()
-            launch = _LastLaunch.last
-            del y
-            times = {}
-            if launch is not None:
-                kernel, grid, block, args = launch
-                times["ember kernel"] = event_seconds(lambda: kernel(grid, block, args))
+            launch, times = last_kernel_seconds(em_fn)
             times["torch eager"] = torch_event_seconds(torch_fn)
             chosen = f" (grid {launch[1][0]}, block {launch[2][0]})" if launch else ""
             row(f"{name} {list(shape)} f32, kernels only{chosen}", 2 * x_np.nbytes, times)

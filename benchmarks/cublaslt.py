@@ -14,13 +14,14 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from ember.kernels.cupy.gemm import _COMPUTE_64F, _CUDA_R_32F, _CUDA_R_64F, Gemm
+
 # cublasLt enum values (cublasLt.h).
 _DESC_TRANSA, _DESC_TRANSB = 3, 4
 _LAYOUT_BATCH_COUNT, _LAYOUT_BATCH_STRIDE = 5, 6
 _PREF_MAX_WORKSPACE = 1
 _PREF_MIN_ALIGNMENT = (5, 6, 7, 8)  # of A, B, C, D in bytes
-_CUDA_R_32F, _CUDA_R_64F = 0, 1
-_COMPUTE_64F = 70
+_check = Gemm._check
 
 
 class _Algorithm(ctypes.Structure):
@@ -138,7 +139,3 @@ class Descriptors:
             self._lib.cublasLtMatrixLayoutDestroy(layout)
         self._lib.cublasLtMatmulDescDestroy(self.desc)
 
-
-def _check(name: str, status: int) -> None:
-    if status != 0:
-        raise RuntimeError(f"{name} failed: cuBLAS status {status}")

@@ -233,10 +233,7 @@ def _cat(msg, pool, *arrays):
     lead = (slice(None),) * dim
     offset = 0
     for a in arrays:
-        if new_axis:
-            strided_copy.copy(out[lead + (offset,)], a)
-            offset += 1
-        else:
-            strided_copy.copy(out[lead + (slice(offset, offset + a.shape[dim]),)], a)
-            offset += a.shape[dim]
+        width = 1 if new_axis else a.shape[dim]
+        strided_copy.copy(out[lead + (offset if new_axis else slice(offset, offset + width),)], a)
+        offset += width
     return out

@@ -264,12 +264,15 @@ class FusionPlanner:
         candidates = 0
         for m in batch:
             if type(m) is Call and m.op in kinds:
-                elementwise = kinds[m.op] == "elementwise"
-                if not elementwise or math.prod(m.shape) >= least:
-                    candidates += 1
-                    if candidates == 2 or (elementwise and alone is not None
-                                           and math.prod(m.shape) >= alone):
+                if kinds[m.op] == "elementwise":
+                    size = math.prod(m.shape)
+                    if size < least:
+                        continue
+                    if alone is not None and size >= alone:  # a group even on its own
                         break
+                candidates += 1
+                if candidates == 2:
+                    break
         else:
             return batch
         made_here: dict[int, tuple[str, tuple[int, ...]]] = {}
