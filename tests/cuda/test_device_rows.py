@@ -138,3 +138,24 @@ def test_a_chain_of_independent_whole_tensor_reductions_runs_unfused(cuda):
         results = [(x + float(k)).sum() for k in range(8)]
     assert [r.item() for r in results] == [16.0 * k for k in range(8)]
     assert "reductions in one group of one row" in str(_fused(cuda).last_error)
+
+
+@pytest.mark.parametrize("variant", [(64, False), (256, False), (256, True), (128, True)])
+@pytest.mark.parametrize("length", [256, 768, 1001])
+def test_each_row_kernel_variant_matches_numpy(cuda, monkeypatch, variant, length):
+    """A block per row or a warp per row (autotune picks one per size): the same rows."""
+    from ember.kernels.cupy import rowgen
+
+    monkeypatch.setattr(rowgen, "variants", lambda *args: [variant])
+    monkeypatch.setattr(_fused(cuda), "_launches", {})  # no launch planned before
+    x, w, b = _data((50, 3, length), (length,), (length,), seed=7)
+    tx, tw, tb = (em.from_numpy(a, device=cuda) for a in (x, w, b))
+    launched, got = _launches(cuda, lambda: softmax(tx))
+    assert launched == 1
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    launched, got = _launches(cuda, lambda: layer_norm(tx, tw, tb))
+    assert launched == 1
+    c = x - x.mean(-1, keepdims=True)
+    ref = c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)

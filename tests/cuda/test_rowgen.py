@@ -15,7 +15,7 @@ from tests.cuda.groups import ROW_SHAPE, SITE, layer_norm_calls, plan_rows, soft
 KEPT = ROW_SHAPE[:-1] + (1,)
 
 
-def _render(calls, shapes, dtype="float32", vector=4, block=256, arrays=None):
+def _render(calls, shapes, dtype="float32", vector=4, block=256, arrays=None, warp_rows=False):
     dtypes = {i: dtype for i in shapes}
     group, program = plan_rows(calls, dtypes, shapes)
     arrays = arrays or {i: np.empty(shape, np.float32) for i, shape in shapes.items()}
@@ -25,7 +25,7 @@ def _render(calls, shapes, dtype="float32", vector=4, block=256, arrays=None):
                                    [True] * len(views), vector)
     full = tuple(m.shape == group.shape for m in group.members)
     source = rowgen.render(group.members, program.steps, program.materialize, full,
-                           [dtype] * len(views), layout, vector, block)
+                           [dtype] * len(views), layout, vector, block, warp_rows)
     return group, layout, source
 
 
@@ -86,6 +86,33 @@ def test_two_pass_reductions_take_two_loops(op):
         assert "max(L - 1, 0)" in source.code
 
 
+def test_a_warp_per_row_reduces_by_shuffles_without_barriers():
+    _, _, source = _render(softmax_calls(), {1: ROW_SHAPE}, warp_rows=True)
+    code = source.code
+    body = code[code.index(source.name):]
+    assert body.count("warp_reduce<nan_max>") == 1 and body.count("warp_reduce<add_op>") == 1
+    assert "block_reduce<" not in body and "__syncthreads" not in body
+    assert "shared[" not in body
+    # Each warp walks its own rows and its lanes the columns.
+    assert "row = blockIdx.x * warps + (threadIdx.x >> 5)" in body
+    assert body.count("for (int c0 = lane * 4; c0 < L; c0 += 32 * 4)") == 3
+    _, _, block = _render(softmax_calls(), {1: ROW_SHAPE})
+    assert block.name != source.name  # the two kernels are cached apart
+
+
+def test_row_variants_give_short_rows_a_warp_and_tune_both_kinds_up_to_a_length():
+    # 128 columns: one float4 per lane; a warp per row is the default, untuned.
+    assert rowgen.variants(128, 4, False) == [(256, True)]
+    assert rowgen.variants(128, 4, True) == [(256, True), (128, True)]
+    # attention's 256 columns: a block of 64 by default; both kinds tried.
+    assert rowgen.variants(256, 4, False) == [(64, False)]
+    assert rowgen.variants(256, 4, True) == [(64, False), (32, False), (128, False),
+                                             (256, True), (128, True)]
+    # Past 8 vectors per lane, blocks only.
+    assert all(not warp for _, warp in rowgen.variants(4096, 4, True))
+    assert rowgen.variants(1025, 1, True)[0] == (1024, False)
+
+
 def test_cache_key_ignores_sizes_but_not_the_layout():
     calls = softmax_calls()
     dtypes = {1: "float32"}
@@ -113,6 +140,19 @@ def test_row_source_compiles_to_ptx_for_hopper(tmp_path, dtype, which):
         _, _, source = _render(softmax_calls(dtype), {1: ROW_SHAPE}, dtype, vector=1,
                                arrays=arrays)
     ptx_of(tmp_path, source.code, source.name)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("which", ["softmax", "layer_norm"])
+def test_a_warp_per_row_compiles_to_ptx_for_hopper(tmp_path, which):
+    if which == "softmax":
+        _, _, source = _render(softmax_calls(), {1: ROW_SHAPE}, warp_rows=True)
+    else:
+        shapes = {1: ROW_SHAPE, 2: ROW_SHAPE[-1:], 3: ROW_SHAPE[-1:]}
+        _, _, source = _render(layer_norm_calls(), shapes, warp_rows=True)
+        assert "if (lane == 0)" in source.code
+    ptx = ptx_of(tmp_path, source.code, source.name)
+    assert "bar.sync" not in ptx and "shfl.sync.bfly" in ptx
 
 
 @needs_nvcc

@@ -260,29 +260,30 @@ class FusedKernels:
             tail += [np.int32(s) for s in col_sizes]
             tail += [np.int32(s) for per_input in col_strides for s in per_input]
         args = (*inputs, *outputs.values(), *tail, *scalars)
-        grid = min(rows, self._sms_count() * _BLOCKS_PER_SM)
 
-        def kernel_for(block: int) -> Any:
+        def kernel_for(variant: tuple[int, bool]) -> Any:
             key = rowgen.structure_key(members, program.steps, program.materialize, full,
-                                       dtypes, layout, vector, block)
+                                       dtypes, layout, vector, *variant)
             return self._kernel(key, lambda: rowgen.render(
                 members, program.steps, program.materialize, full, dtypes, layout, vector,
-                block))[0]
+                *variant))[0]
 
-        def launch(block: int) -> None:
-            kernel_for(block)((grid,), (block,), args)
+        def grid_of(variant: tuple[int, bool]) -> int:
+            block, warp_rows = variant
+            return min(-(-rows // (block // 32)) if warp_rows else rows,
+                       self._sms_count() * _BLOCKS_PER_SM)
 
-        default = _threads_per_row(length, vector)
-        blocks = [default]
-        if rows * length >= _TUNE_FROM:
-            blocks += [b for b in (default // 2, default // 4, default * 2) if 32 <= b <= 1024]
-        structure = rowgen.structure_key(members, program.steps, program.materialize, full,
-                                         dtypes, layout, vector, 0)
-        block = self.tuner().pick("rows", structure, (rows, length), blocks, launch)
-        found = _Launch(kernel_for(block), grid, block,
+        def launch(variant: tuple[int, bool]) -> None:
+            kernel_for(variant)((grid_of(variant),), (variant[0],), args)
+
+        variant = self.tuner().pick("rows", rowgen.structure_key(
+            members, program.steps, program.materialize, full, dtypes, layout, vector, 0),
+            (rows, length), rowgen.variants(length, vector, rows * length >= _TUNE_FROM),
+            launch)
+        found = _Launch(kernel_for(variant), grid_of(variant), variant[0],
                         [(j, members[j].shape, array.dtype) for j, array in outputs.items()],
                         tuple(tail))
-        launch(block)
+        launch(variant)
         return found, list(outputs.items())
 
     def _kernel(self, key: tuple, render: Any) -> tuple[cupy.RawKernel, codegen.Source]:
@@ -344,10 +345,3 @@ def _variants(n: int, full: list) -> list[tuple[int, int, int, int]]:
     if aligned(2 * VECTOR):
         variants.append((DEFAULT_BLOCK, 2 * VECTOR, 1, _BLOCKS_PER_SM))
     return variants
-
-
-def _threads_per_row(length: int, vector: int) -> int:
-    """One vector per thread up to 1024 threads (the one-pass softmax that ran at 3.3 TB/s
-    on the H200 used 1024 threads per row), at least a warp."""
-    needed = -(-length // vector)
-    return min(1024, max(32, 1 << (needed - 1).bit_length()))

@@ -1,4 +1,5 @@
-"""CUDA C++ for a fused row group: one block per row, reductions in shared memory.
+"""CUDA C++ for a fused row group: one block (or one warp) per row, reductions in shared
+memory (or warp shuffles).
 
 Pure Python (no CuPy), so the source and its cache key can be tested without a GPU.
 
@@ -13,7 +14,9 @@ at the start of phase p accumulates in phase p's loop over the columns; the bloc
 then combines the per-thread partials (warp shuffles, then one float per warp in
 shared memory) and every thread holds the result from phase p + 1 on. var / std
 (mean, then squared deviations) and logsumexp (max, then the shifted exponentials)
-take two phases, as the NumPy kernels take two passes. Element-level values are
+take two phases, as the NumPy kernels take two passes. Short rows (attention's scores:
+256 columns) run a warp per row instead, several rows to a block, and combine partials
+by shuffles alone: a block of 64 threads per row spent its time in barriers. Element-level values are
 recomputed in each loop that needs them rather than kept: a row re-read by the
 block that just read it comes from L1, and recomputation keeps the kernel size
 generic (no per-row-length register arrays). The last loop stores the outputs of
@@ -62,7 +65,48 @@ __device__ __forceinline__ float block_reduce(float v, float identity, float* sh
   for (int o = 16; o > 0; o >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// The same over the 32 lanes of a warp that owns a row (no shared memory, no barrier).
+template <float (*Op)(float, float)>
+__device__ __forceinline__ float warp_reduce(float v) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 """
+
+
+# Threads per block of a row kernel that runs a warp per row (8 rows at a time), and the
+# vectors per lane up to which autotune tries that against a block per row (a guess: past
+# it a lane's serial loop outweighs the barriers saved).
+_WARP_ROW_BLOCK = 256
+_WARP_ROW_VECTORS = 8
+
+
+def threads_per_row(length: int, vector: int) -> int:
+    """One vector per thread up to 1024 threads (the one-pass softmax that ran at 3.3 TB/s
+    on the H200 used 1024 threads per row), at least a warp."""
+    needed = -(-length // vector)
+    return min(1024, max(32, 1 << (needed - 1).bit_length()))
+
+
+def variants(length: int, vector: int, tune: bool) -> list[tuple[int, bool]]:
+    """The row kernels for rows of ``length``: (threads per block, a warp per row), the
+    default first; with ``tune``, the others autotune times against it.
+
+    A row one warp covers with a vector per lane takes a warp by default (a block of one
+    warp per row left most of an SM's warp slots empty); rows of up to
+    ``_WARP_ROW_VECTORS`` vectors per lane try a warp each against a block each."""
+    default = threads_per_row(length, vector)
+    found = [(_WARP_ROW_BLOCK, True)] if default == 32 else [(default, False)]
+    if not tune:
+        return found
+    if default > 32:
+        found += [(b, False) for b in (default // 2, default // 4, default * 2)
+                  if 32 <= b <= 1024]
+    if length <= 32 * vector * _WARP_ROW_VECTORS:
+        found += [v for v in ((_WARP_ROW_BLOCK, True), (_WARP_ROW_BLOCK // 2, True))
+                  if v not in found]
+    return found
 
 
 class RowLayout:
@@ -93,11 +137,11 @@ class RowLayout:
 def structure_key(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
                   materialize: Sequence[bool], full: Sequence[bool],
                   input_dtypes: Sequence[str], layout: RowLayout, vector: int,
-                  block: int) -> tuple:
+                  block: int, warp_rows: bool = False) -> tuple:
     """What the source depends on; never the sizes or the scalars' values."""
     described = tuple((m.op, m.dtype, _attr_shape(m)) for m in members)
     return ("rows", described, tuple(steps), tuple(materialize), tuple(full),
-            tuple(input_dtypes), layout.key(), vector, block)
+            tuple(input_dtypes), layout.key(), vector, block, warp_rows)
 
 
 def _attr_shape(member: Any) -> tuple:
@@ -119,10 +163,13 @@ class _Slots:
 
 def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
            materialize: Sequence[bool], full: Sequence[bool], input_dtypes: Sequence[str],
-           layout: RowLayout, vector: int, block: int) -> codegen.Source:
+           layout: RowLayout, vector: int, block: int,
+           warp_rows: bool = False) -> codegen.Source:
     """The CUDA C++ of a row group (its prologue already taken as inputs).
 
     ``full[j]``: whether member j has the base shape S (else the rows' shape).
+    ``warp_rows``: each warp of the ``block`` threads takes a row of its own (else the
+    whole block takes each row).
     Kernel parameters: inputs, outputs (in member order), R, L, the row sizes and each
     non-scalar input's row strides, the column sizes and each strided input's column
     strides, then the scalars.
@@ -163,7 +210,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
             phases = max(phases, p + 2)
 
     name = cexpr.kernel_name(members, cexpr.digest(structure_key(
-        members, steps, materialize, full, input_dtypes, layout, vector, block)))
+        members, steps, materialize, full, input_dtypes, layout, vector, block, warp_rows)))
     params = [f"const {STORAGE[d]}* __restrict__ in{k}" for k, d in enumerate(input_dtypes)]
     params += [f"{STORAGE[members[j].dtype]}* __restrict__ out{j}" for j in outputs]
     params += ["long long R", "int L"]
@@ -175,6 +222,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
         params += [f"int csize{d}" for d in range(layout.col_rank)]
         params += [f"int cstride{k}_{d}" for k in strided for d in range(layout.col_rank)]
     params += [f"{cexpr.scalar_type(d)} s{i}" for i, (d, _) in enumerate(renderer.scalars)]
+
+    thread, team = ("lane", "32") if warp_rows else ("threadIdx.x", "blockDim.x")
 
     def register(slot: int) -> str:
         return "bool" if slots.dtypes[slot] == "bool" else "float"
@@ -215,8 +264,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
                        if s < n_inputs]
         out = []
         if vector > 1:
-            out.append(f"    for (int c0 = threadIdx.x * {vector}; c0 < L; "
-                       f"c0 += blockDim.x * {vector}) {{")
+            out.append(f"    for (int c0 = {thread} * {vector}; c0 < L; "
+                       f"c0 += {team} * {vector}) {{")
             for k in inputs_used:
                 if kinds[k] == "contig_v":
                     storage = STORAGE[input_dtypes[k]]
@@ -240,7 +289,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
                            f"(out{j} + row * L + c0) = o{j};")
             out.append("    }")
             return out
-        out.append("    for (int c = threadIdx.x; c < L; c += blockDim.x) {")
+        out.append(f"    for (int c = {thread}; c < L; c += {team}) {{")
         body = element(list(roots) + [n_inputs + j for j in stores], "c", None)
         body += accumulate
         body += [f"out{j}[row * L + c] = "
@@ -251,12 +300,20 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
         return out
 
     code = [codegen._PREAMBLE, _ROW_PREAMBLE, f'extern "C" __global__ void __launch_bounds__({block})',
-            f"{name}({', '.join(params)}) {{",
-            "  __shared__ float shared[32];"]
+            f"{name}({', '.join(params)}) {{"]
+    if warp_rows:
+        code.append("  const int lane = threadIdx.x & 31;")
+    else:
+        code.append("  __shared__ float shared[32];")
     code += [f"  const float v{k} = {codegen._LOAD[input_dtypes[k]].format(f'in{k}[0]')};"
              if input_dtypes[k] in FLOATS else f"  const bool v{k} = in{k}[0];"
              for k in range(n_inputs) if kinds[k] == "scalar"]
-    code.append("  for (long long row = blockIdx.x; row < R; row += gridDim.x) {")
+    if warp_rows:
+        code.append("  const long long warps = blockDim.x >> 5;")
+        code.append("  for (long long row = blockIdx.x * warps + (threadIdx.x >> 5); row < R; "
+                    "row += gridDim.x * warps) {")
+    else:
+        code.append("  for (long long row = blockIdx.x; row < R; row += gridDim.x) {")
     code += _row_offsets(located, layout.row_rank)
     emitted: set[int] = set(k for k in range(n_inputs) if kinds[k] == "scalar")
 
@@ -304,8 +361,9 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
         code += loop([arg for slot, arg, _ in reductions
                       if any(p[0] == slot for p in passes)], accumulate, [])
         for slot, step, combine, identity, _ in passes:
-            code.append(f"    const float red{slot}_{step} = block_reduce<{combine}>"
-                        f"(acc{slot}_{step}, {identity}, shared);")
+            reduce = (f"warp_reduce<{combine}>(acc{slot}_{step})" if warp_rows else
+                      f"block_reduce<{combine}>(acc{slot}_{step}, {identity}, shared)")
+            code.append(f"    const float red{slot}_{step} = {reduce};")
             code += _finish(members[slot - n_inputs], slot, step)
     code += row_values(phases)
     full_stores = [j for j in outputs if full[j]]
@@ -313,7 +371,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     if full_stores:
         code += loop([], [], full_stores)
     if row_stores:
-        code.append("    if (threadIdx.x == 0) {")
+        code.append(f"    if ({thread} == 0) {{")
         code += [f"      out{j}[row] = "
                  f"{codegen._STORE[members[j].dtype].format(f'v{n_inputs + j}')};"
                  for j in row_stores]

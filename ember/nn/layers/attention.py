@@ -140,14 +140,20 @@ class MultiHeadAttention(Module):
         n, length, e = query.shape
         heads, head_dim = self.num_heads, self.head_dim
 
-        q, k, v = self._project(query, key, value, self_attention)
+        packed = self._qkv_same_embed_dim and self_attention and self.bias_k is None
+        if packed:
+            q, k, v = self._packed_heads(query)
+        else:
+            q, k, v = self._project(query, key, value, self_attention)
         mask = self._merged_mask(attn_mask, key_padding_mask, is_causal, n, length,
                                  key.shape[1], q.dtype, q.device.inner, batched)
         if self.bias_k is not None:
             k = cat([k, self.bias_k.value.expand(n, 1, e)], dim=1)
             v = cat([v, self.bias_v.value.expand(n, 1, e)], dim=1)
             mask = _pad_last(mask)
-        q, k, v = (t.reshape(n, t.shape[1], heads, head_dim).transpose(1, 2) for t in (q, k, v))
+        if not packed:
+            q, k, v = (t.reshape(n, t.shape[1], heads, head_dim).transpose(1, 2)
+                       for t in (q, k, v))
         if self.add_zero_attn:
             zero = zeros((n, heads, 1, head_dim), dtype=k.dtype, device=k.device.inner)
             k = cat([k, zero], dim=2)
@@ -162,6 +168,9 @@ class MultiHeadAttention(Module):
             out = weights @ v
         else:
             out = scaled_dot_product_attention(q, k, v, mask, p)
+        # Through (N·heads, L, d) and back: on the way back the heads' gradient, a transposed
+        # view, becomes one contiguous copy here instead of a copy in each product reading it.
+        out = out.reshape(n * heads, length, head_dim).reshape(n, heads, length, head_dim)
         out = self.out_proj(out.transpose(1, 2).reshape(n, length, e))
         if not batched:
             out = out.reshape(length, e)
@@ -197,6 +206,21 @@ class MultiHeadAttention(Module):
         if key.shape[seq_dim] != value.shape[seq_dim]:
             raise ShapeError(f"{name}: key and value sequence lengths differ: key {key.shape}, "
                              f"value {value.shape}")
+
+    def _packed_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V of self-attention, each (N, heads, L, d), from one packed projection.
+
+        The heads are copied once, together, into (3·N·heads, L, d) (a reshape that cannot
+        be a view), so every product reads them as they lie, forward and backward; split
+        into heads apart, each would be copied by every product reading it. Their
+        gradients meet in one ``cat`` and one copy back to the projection's layout."""
+        n, length, _ = x.shape
+        heads, head_dim = self.num_heads, self.head_dim
+        bias = None if self.in_proj_bias is None else self.in_proj_bias.value
+        qkv = linear(x, self.in_proj_weight.value, bias)
+        laid = qkv.reshape(n, length, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        flat = laid.reshape(3 * n * heads, length, head_dim)
+        return tuple(t.reshape(n, heads, length, head_dim) for t in flat.chunk(3))
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor,
                  self_attention: bool) -> tuple[Tensor, Tensor, Tensor]:
