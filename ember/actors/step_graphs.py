@@ -286,10 +286,13 @@ class StepGraphs:
         # replaces) is read into its static below, before the launch overwrites it, and
         # never again: no copy out.
         dying = {m.id for m in messages if type(m) is Drop} if messages else _NONE
-        for k, array in entry.outputs.items():
-            holder = entry.holders.get(k)
-            if holder is not None and holder not in dying and env.get(holder) is array:
-                actor.swap(holder, capturer.copy_out(array))
+        held = [(holder, array) for k, array in entry.outputs.items()
+                if (holder := entry.holders.get(k)) is not None and holder not in dying
+                and env.get(holder) is array]
+        if held:
+            copies = capturer.copy_out([array for _, array in held])
+            for (holder, _), copy in zip(held, copies, strict=True):
+                actor.swap(holder, copy)
         copied = entry.copied
         for p, (static, i) in enumerate(zip(entry.statics, inputs)):
             # The same id holds the same value (ids are never reused, values never change),

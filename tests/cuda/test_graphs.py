@@ -44,9 +44,9 @@ class RecordingCapturer:
     def copy(value: np.ndarray) -> np.ndarray:
         return value.copy()
 
-    def copy_out(self, value: np.ndarray) -> np.ndarray:
-        self.calls.append("copy_out")
-        return value.copy()
+    def copy_out(self, values: list[np.ndarray]) -> list[np.ndarray]:
+        self.calls.extend(["copy_out"] * len(values))
+        return [value.copy() for value in values]
 
     def copy_into(self, static: np.ndarray, value: np.ndarray) -> None:
         self.calls.append("copy_into")

@@ -17,6 +17,8 @@ from typing import Any
 import cupy
 from cupy.cuda import memory as cupy_memory
 
+from ember.kernels.cupy import copy_many
+
 
 class CupyCapturer:
     """Capture and replay on one device's stream (made and used on its worker)."""
@@ -54,13 +56,13 @@ class CupyCapturer:
         """A graph input buffer holding ``value`` (from the current allocator)."""
         return value.copy()
 
-    def copy_out(self, value: cupy.ndarray) -> cupy.ndarray:
-        """An earlier replay's output, moved to a buffer of its own before the next."""
-        if not value.flags.c_contiguous:
-            return value.copy()
-        out = cupy.empty(value.shape, value.dtype)
-        self._memcpy(out, value)
-        return out
+    def copy_out(self, values: list[cupy.ndarray]) -> list[cupy.ndarray]:
+        """An earlier replay's outputs, moved to buffers of their own before the next (the
+        contiguous ones by one launch: copy_many.py)."""
+        copies = [cupy.empty(v.shape, v.dtype) if v.flags.c_contiguous else v.copy()
+                  for v in values]
+        copy_many.copy_many([(c, v) for c, v in zip(copies, values) if v.flags.c_contiguous])
+        return copies
 
     def copy_into(self, static: cupy.ndarray, value: cupy.ndarray) -> None:
         if (static.flags.c_contiguous and value.flags.c_contiguous
@@ -71,7 +73,7 @@ class CupyCapturer:
 
     def _memcpy(self, dst: cupy.ndarray, src: cupy.ndarray) -> None:
         # One runtime call on the worker's stream: a copy kernel launched through CuPy
-        # costs several times its host time, and a replay may copy a dozen buffers.
+        # costs several times its host time.
         if src.nbytes:
             cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
                                           cupy.cuda.runtime.memcpyDeviceToDevice,
