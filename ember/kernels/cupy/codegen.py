@@ -138,7 +138,7 @@ class Source:
 def group_structure(group: Any) -> tuple:
     """A fused group's structure: its planner key (which leaves scalar values out: they
     are kernel arguments) without which members it stores (timing decides that: see
-    ``FusedKernels._widened``)."""
+    ``stores.py``)."""
     key = group.key
     return (key[0], key[1], *key[3:])
 

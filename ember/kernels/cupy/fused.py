@@ -18,7 +18,7 @@ import numpy as np
 import ember
 from ember.dtype import storage_name
 from ember.kernels.autotune import Autotuner
-from ember.kernels.cupy import codegen, rowgen
+from ember.kernels.cupy import codegen, rowgen, stores
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion import cexpr
 from ember.kernels.fusion.planner import Program
@@ -71,19 +71,27 @@ class _Launch:
     outputs it writes and the arguments after the arrays (sizes, strides; the scalars
     come with each run)."""
 
-    __slots__ = ("block", "grid", "kernel", "outputs", "tail")
+    __slots__ = ("block", "grid", "kernel", "outputs", "shared", "tail")
 
     def __init__(self, kernel: Any, grid: int, block: int, outputs: list[tuple],
                  tail: tuple) -> None:
         self.kernel, self.grid, self.block = kernel, grid, block
         self.outputs = outputs  # (member position, shape, NumPy dtype)
         self.tail = tail
+        self.shared: tuple[tuple[int, int], ...] = ()  # (alias, member whose buffer it is)
 
     def run(self, inputs: list, scalars: list) -> list[tuple[int, cupy.ndarray]]:
         made = [(j, cupy.empty(shape, dtype)) for j, shape, dtype in self.outputs]
         if self.kernel is not None:
             self.kernel((self.grid,), (self.block,),
                         (*inputs, *(array for _, array in made), *self.tail, *scalars))
+        return self.with_shared(made)
+
+    def with_shared(self, made: list[tuple[int, cupy.ndarray]]) -> list:
+        """``made`` and the aliases that share a buffer of it."""
+        if self.shared:
+            arrays = dict(made)
+            made += [(j, arrays[source]) for j, source in self.shared]
         return made
 
 
@@ -98,8 +106,7 @@ class FusedKernels:
         self.index = index
         self.pool = pool
         self._kernels: dict[tuple, tuple[cupy.RawKernel, codegen.Source]] = {}
-        # Per group structure (outputs left out): the members its kernel stores.
-        self._materialize: dict[tuple, tuple[bool, ...]] = {}
+        self._stores = stores.StoreChoice()
         # Per group structure and input layout: how to launch it (planning renders keys,
         # lays out strides and asks the tuner: 0.2-0.6 ms of host time per group).
         self._launches: dict[tuple, _Launch] = {}
@@ -128,7 +135,7 @@ class FusedKernels:
                  for j in range(p) if program.materialize[j]]
         needed = program.materialize[p:]
         structure = codegen.group_structure(group)
-        stored = self._widened(structure, needed)
+        stored = self._stores.stored(structure, needed, _capturing)
         scalars = [cexpr.scalar_value(dtype, value)
                    for dtype, value in cexpr.scalar_arguments(members, program.steps)]
         # The layout of every input (prologue views included) and its alignment for
@@ -141,38 +148,21 @@ class FusedKernels:
             made = launch.run(inputs, scalars)
         else:
             part = _Part(members[p:], group.shape)
-            rest = Program(tuple((j - p, args) for j, args in program.steps[p:]), stored)
+            steps = tuple((j - p, args) for j, args in program.steps[p:])
+            shared = stores.shared_aliases(part.members, steps, len(inputs), stored)
+            rest = Program(steps, tuple(keep and j not in shared
+                                        for j, keep in enumerate(stored)))
             if group.rows is None:
                 launch, made = self._elementwise(part, rest, inputs, scalars)
             else:
                 launch, made = self._rows(part, rest, inputs, group.rows, scalars)
+            launch.shared = tuple(shared.items())
+            made = launch.with_shared(made)
             if len(self._launches) >= _MAX_LAUNCHES:
                 self._launches.clear()
             self._launches[launch_key] = launch
         self.launched += 1
         return views + [(members[p + j].out, array) for j, array in made if needed[j]]
-
-    def _widened(self, structure: tuple, needed: tuple[bool, ...]) -> tuple[bool, ...]:
-        """The members a group's kernel stores: every one that any group of this
-        ``structure`` needed so far, a superset of ``needed``.
-
-        Which members a group must store depends on which handles died in its batch,
-        which depends on timing; each pattern was a new kernel, compiled and autotuned
-        mid-run (on the H200, an encoder layer's add+relu group met a new pattern after
-        50 steps: 0.4 s; an MLP step with Adam, whose scalars change every step, compiled
-        8 kernels in 30 steps while its structures still held the scalars' values). A
-        wider kernel writes a few more outputs, dropped at once.
-        """
-        wide = self._materialize.get(structure)
-        if wide is None or len(wide) != len(needed):
-            if len(self._materialize) < 4096:
-                self._materialize[structure] = needed
-            return needed
-        if all(w or not n for w, n in zip(wide, needed)):
-            return wide
-        union = tuple(w or n for w, n in zip(wide, needed))
-        self._materialize[structure] = union
-        return union
 
     def _elementwise(self, group: _Part, program: Program, inputs: list,
                      scalars: list) -> tuple[_Launch, list]:
@@ -310,6 +300,10 @@ class FusedKernels:
                      f"nvrtc {cupy.cuda.nvrtc.getVersion()} ember {ember.__version__}")
             self._tuner = Autotuner(scope, _time_on_stream)
         return self._tuner
+
+
+def _capturing() -> bool:
+    return cupy.cuda.get_current_stream().is_capturing()
 
 
 def _time_on_stream(run: Any) -> float:
