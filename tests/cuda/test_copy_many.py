@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.kernels.cupy.copy_many import MAX_BUFFERS, launches, source, unit_of
+from ember.kernels.cupy.copy_many import BLOCK, MAX_BUFFERS, launches, source, unit_of
 from tests.cuda.gpu import needs_gpu, needs_nvcc, ptx_of
 
 
@@ -18,27 +18,21 @@ def _address(a: np.ndarray) -> int:
 
 
 def _run_as_the_kernel(pairs: list[tuple[np.ndarray, np.ndarray]]) -> int:
-    """Carry out ``launches`` over NumPy buffers (by address, as the kernel sees them),
-    each thread's units picked as the kernel picks them; returns the launch count."""
+    """Carry out ``launches`` over NumPy buffers (by address, as the kernel sees them);
+    returns the launch count."""
     by_address = {}
     for d, s in pairs:
         by_address[_address(d)] = d.reshape(-1).view(np.uint8)
         by_address[_address(s)] = s.reshape(-1).view(np.uint8)
     plan = launches([(_address(d), _address(s), s.nbytes) for d, s in pairs])
-    for unit, blocks, args in plan:
-        assert len(args) == 3 * MAX_BUFFERS and 1 <= blocks
-        sources, targets, ends = args[0::3], args[1::3], np.array(args[2::3], np.uint64)
-        assert np.all(np.diff(ends.astype(np.int64)) >= 0)
-        units = np.arange(int(ends[-1]))  # every thread's units of the grid-stride loops
-        buffer = np.zeros(units.size, np.int64)
-        for k in range(MAX_BUFFERS - 1):  # the kernel's selection, vectorized
-            buffer[units >= ends[k]] = k + 1
-        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-        for k in np.unique(buffer):
-            mine = units[buffer == k] - starts[k]
-            out, inp = by_address[targets[k]], by_address[sources[k]]
-            for b in range(unit):
-                out[mine * unit + b] = inp[mine * unit + b]
+    for unit, blocks, count, args in plan:
+        assert len(args) == 3 * MAX_BUFFERS and 1 <= count <= MAX_BUFFERS
+        assert blocks * BLOCK >= 1
+        for y in range(count):  # blockIdx.y: one buffer; its threads stride over [0, n)
+            src, dst, n = args[3 * y:3 * y + 3]
+            out, inp = by_address[dst], by_address[src]
+            out[:n * unit] = inp[:n * unit]
+        assert args[3 * count:] == [0] * (3 * (MAX_BUFFERS - count))
     return len(plan)
 
 
@@ -59,14 +53,12 @@ def test_the_plan_copies_every_buffer(sizes):
 def test_the_unit_is_16_bytes_only_where_addresses_and_size_allow():
     assert unit_of(0, 256, 64) == 16
     assert unit_of(512, 1024, 20) == 1 and unit_of(8, 256, 64) == 1
-    (wide, _, two), (narrow, _, one) = launches([(0, 256, 64), (512, 1024, 20),
-                                                 (2048, 4096, 32)])
-    assert (wide, narrow) == (16, 1)
-    assert two[:6] == [256, 0, 4, 4096, 2048, 6] and two[6:] == [0, 0, 6] * 14
-    assert one[:3] == [1024, 512, 20]
-    (unit, blocks, args), = launches([(1024, 2048, 1 << 30)])
-    assert unit == 16 and args[:3] == [2048, 1024, 1 << 26]
-    assert blocks == 8192  # capped: the threads loop
+    (wide, _, two, _), (narrow, _, one, _) = launches([(0, 256, 64), (512, 1024, 20),
+                                                       (2048, 4096, 32)])
+    assert (wide, two, narrow, one) == (16, 2, 1, 1)
+    (unit, blocks, count, args), = launches([(1024, 2048, 1 << 30)])
+    assert (unit, count) == (16, 1) and args[:3] == [2048, 1024, 1 << 26]
+    assert blocks == 528  # capped: the threads loop
 
 
 @needs_nvcc
