@@ -15,8 +15,8 @@ then combines the per-thread partials (warp shuffles, then one float per warp in
 shared memory) and every thread holds the result from phase p + 1 on. var / std
 (mean, then squared deviations) and logsumexp (max, then the shifted exponentials)
 take two phases, as the NumPy kernels take two passes. Short rows (attention's scores:
-256 columns) run a warp per row instead, several rows to a block, and combine partials
-by shuffles alone: a block of 64 threads per row spent its time in barriers. Element-level values are
+256 columns) may run a warp per row instead, several rows to a block, combining partials
+by shuffles alone, without barriers (autotune decides). Element-level values are
 recomputed in each loop that needs them rather than kept: a row re-read by the
 block that just read it comes from L1, and recomputation keeps the kernel size
 generic (no per-row-length register arrays). The last loop stores the outputs of
@@ -49,28 +49,26 @@ PASS_THROUGH = frozenset({"reshape", "expand"})
 _ROW_PREAMBLE = r"""
 __device__ __forceinline__ float add_op(float a, float b) { return a + b; }
 __device__ __forceinline__ float mul_op(float a, float b) { return a * b; }
-// Every thread of the block gets the combination of every thread's v. blockDim.x is a
-// multiple of 32; shared holds one float per warp and is reused by the next call, hence
-// the barrier before it is written.
-template <float (*Op)(float, float)>
-__device__ __forceinline__ float block_reduce(float v, float identity, float* shared) {
-  #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < (int)(blockDim.x >> 5) ? shared[lane] : identity;
-  #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// The same over the 32 lanes of a warp that owns a row (no shared memory, no barrier).
+// Every lane of a warp gets the combination of the warp's v (a warp per row needs no
+// more: no shared memory, no barrier).
 template <float (*Op)(float, float)>
 __device__ __forceinline__ float warp_reduce(float v) {
   #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+// Every thread of the block gets the combination of every thread's v. blockDim.x is a
+// multiple of 32; shared holds one float per warp and is reused by the next call, hence
+// the barrier before it is written.
+template <float (*Op)(float, float)>
+__device__ __forceinline__ float block_reduce(float v, float identity, float* shared) {
+  v = warp_reduce<Op>(v);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? shared[lane] : identity;
+  return warp_reduce<Op>(v);
 }
 """
 

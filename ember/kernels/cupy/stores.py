@@ -8,7 +8,8 @@ compiled 8 kernels in 30 steps). So a pattern met for the first time takes the w
 kernel of its structure so far (the union of every pattern met), which writes a few more
 outputs, dropped at once; a pattern met ``EXACT_AFTER`` times is a steady state and gets a
 kernel of its own, compiled then. An encoder layer's softmax wrote the scaled scores, met
-once in a warm-up batch cut mid-attention, in every later step: a third of its traffic.
+once in a warm-up batch cut mid-attention, in every later step: a quarter of its traffic
+(its saved output, stored twice, another quarter: see below).
 
 An ``alias`` of a stored member (an autodiff node's saved output) is the same values: its
 output shares that member's buffer instead of a second store.
