@@ -59,11 +59,17 @@ __device__ __forceinline__ unsigned short f16_store(float f) {
 __device__ __forceinline__ float bf16_load(unsigned short h) {
   return __uint_as_float(((unsigned int)h) << 16);
 }
+// Round to nearest even, NaN to a quiet NaN: one instruction from sm_80 on, integer
+// steps before.
 __device__ __forceinline__ unsigned short bf16_store(float f) {
+#if __CUDA_ARCH__ >= 800
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+#else
   unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN stays a quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                      // round to nearest even
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
+#endif
 }
 __device__ __forceinline__ float f16_round(float f) { return f16_load(f16_store(f)); }
 __device__ __forceinline__ float bf16_round(float f) { return bf16_load(bf16_store(f)); }
