@@ -177,3 +177,14 @@ def test_group_structure_leaves_out_scalar_values_and_stored_members():
     assert kept.key != dropped.key  # the planner's keys differ: the first is not stored
     assert structure(0.5) == structure(0.5, drop_first=True)
     assert structure(0.5) != structure(0.5, op="sigmoid")
+
+
+@needs_nvcc
+def test_bfloat16_stores_round_in_one_instruction_on_hopper(tmp_path):
+    """From sm_80 on, bf16_store is cvt.rn.bf16.f32 (round to nearest even, NaN quiet);
+    the integer rounding steps remain for older GPUs only."""
+    ptx = _ptx(tmp_path, _render(gelu_tanh_chain(dtype="bfloat16"), {i: "bfloat16" for i in
+                                                                     (1, 2, 3)},
+                                 ("full", "full", "full"))[2])
+    assert "cvt.rn.bf16.f32" in ptx
+    assert "32767" not in ptx  # the integer path's rounding bias, 0x7fff
