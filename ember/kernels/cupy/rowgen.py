@@ -80,7 +80,7 @@ _WARP_ROW_BLOCK = 256
 _WARP_ROW_VECTORS = 8
 
 
-def threads_per_row(length: int, vector: int) -> int:
+def _threads_per_row(length: int, vector: int) -> int:
     """One vector per thread up to 1024 threads (the one-pass softmax that ran at 3.3 TB/s
     on the H200 used 1024 threads per row), at least a warp."""
     needed = -(-length // vector)
@@ -94,7 +94,7 @@ def variants(length: int, vector: int, tune: bool) -> list[tuple[int, bool]]:
     A row one warp covers with a vector per lane takes a warp by default (a block of one
     warp per row left most of an SM's warp slots empty); rows of up to
     ``_WARP_ROW_VECTORS`` vectors per lane try a warp each against a block each."""
-    default = threads_per_row(length, vector)
+    default = _threads_per_row(length, vector)
     found = [(_WARP_ROW_BLOCK, True)] if default == 32 else [(default, False)]
     if not tune:
         return found
