@@ -122,9 +122,11 @@ class GraphedStep:
 
     def graph_stats(self) -> dict[str, int]:
         """Steps captured, replayed and refused (a capture that failed) on the device so
-        far; all 0 where the device captures no graphs."""
+        far, and the ops its latest capture ran on a second stream beside the first
+        ("side_ops"); all 0 where the device captures no graphs."""
         graphs = resolve_device(self._device).actor.graphs
         if graphs is None:
-            return {"captures": 0, "replays": 0, "refusals": 0}
+            return {"captures": 0, "replays": 0, "refusals": 0, "side_ops": 0}
         return {"captures": graphs.captures, "replays": graphs.replays,
-                "refusals": graphs.refusals}
+                "refusals": graphs.refusals,
+                "side_ops": getattr(graphs.capturer, "side_ops", 0)}

@@ -93,7 +93,7 @@ def test_a_step_runs_then_is_captured_then_replays() -> None:
         np.testing.assert_array_equal(shifted.numpy(), expected[1])
         stats = step.graph_stats()
         assert stats == {"captures": int(call >= 1), "replays": max(call - 1, 0),
-                         "refusals": 0}
+                         "refusals": 0, "side_ops": 0}
     # Capture once (begin, end, launch); each replay launches; x is copied in once: the
     # same tensor id holds the same value, already in the graph's input buffer.
     assert capturer.calls[:3] == ["begin", "end", "launch"]
@@ -153,7 +153,8 @@ def test_a_refused_capture_runs_the_step_as_it_is_from_then_on() -> None:
     step = em.graphed(lambda: (x + 1.0) * 2.0, device)
     for _ in range(4):
         np.testing.assert_array_equal(step().numpy(), (np.arange(4) + 1.0) * 2.0)
-    assert step.graph_stats() == {"captures": 0, "replays": 0, "refusals": 1}
+    assert step.graph_stats() == {"captures": 0, "replays": 0, "refusals": 1,
+                                  "side_ops": 0}
     assert capturer.calls.count("begin") == 1
 
 
@@ -177,7 +178,8 @@ def test_graphed_on_a_device_without_graphs_just_calls() -> None:
     x = em.from_numpy(np.arange(3, dtype=np.float32), device=device)
     step = em.graphed(lambda: x - 1.0, device)
     np.testing.assert_array_equal(step().numpy(), np.arange(3) - 1.0)
-    assert step.graph_stats() == {"captures": 0, "replays": 0, "refusals": 0}
+    assert step.graph_stats() == {"captures": 0, "replays": 0, "refusals": 0,
+                                  "side_ops": 0}
 
 
 @gpu.needs_gpu
@@ -202,7 +204,8 @@ def test_replayed_encoder_gradients_equal_eager_bits(cuda: em.Device) -> None:
     for _ in range(3):  # captured, then replayed twice
         for a, b in zip([t.numpy() for t in step()], eager, strict=True):
             np.testing.assert_array_equal(a, b)
-    assert {k: v - before[k] for k, v in step.graph_stats().items()} == {
+    after = step.graph_stats()
+    assert {k: after[k] - before[k] for k in ("captures", "replays", "refusals")} == {
         "captures": 1, "replays": 2, "refusals": 0}
     current[0] = inputs[1]  # other values, same shapes: a replay reads the new input
     replayed = [t.numpy() for t in step()]
@@ -233,7 +236,8 @@ def test_a_pure_step_replays_without_calling_fn() -> None:
         np.testing.assert_array_equal(out["y"].numpy(), np.arange(4) * 2.0)
         assert out["parts"][0].item() == 12.0
     assert len(calls) == 2  # run, captured; then replays alone
-    assert step.graph_stats() == {"captures": 1, "replays": 3, "refusals": 0}
+    assert step.graph_stats() == {"captures": 1, "replays": 3, "refusals": 0,
+                                  "side_ops": 0}
     step(x, 3.0)  # another scalar: another graph, fn runs
     step(em.ones((2, 4), device=device), 2.0)  # another shape too
     assert calls[2:] == [3.0, 2.0]

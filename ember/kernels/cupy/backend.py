@@ -22,6 +22,7 @@ from ember.kernels.cupy import codegen
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
 from ember.kernels.cupy.range_checks import RangeChecks
+from ember.kernels.cupy.side_stream import SideBySide
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
 from ember.kernels.numpy.table import NP, register_array_type
@@ -72,6 +73,8 @@ class CupyBackend:
         # Held for the worker's life: the stream stays current on its thread.
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
+        # While a step is captured: which stream each op runs on (graphs.py, side_stream.py).
+        self.side_by_side: SideBySide | None = None
         # Back-pressure in bytes: a quarter of the GPU's memory, so a chain of large
         # elementwise ops stays one batch (and one fused kernel) before the caller waits.
         total = cupy.cuda.runtime.getDeviceProperties(index)["totalGlobalMem"]
@@ -101,7 +104,12 @@ class CupyBackend:
         self.stream.synchronize()
 
     def run(self, msg: Any, inputs: list) -> Any:
-        result = KERNELS[msg.op](msg, self.pool, *inputs)
+        side_by_side = self.side_by_side
+        if side_by_side is None:
+            result = KERNELS[msg.op](msg, self.pool, *inputs)
+        else:
+            result = side_by_side.run(msg.op, inputs,
+                                      lambda: KERNELS[msg.op](msg, self.pool, *inputs))
         if isinstance(result, tuple):
             return tuple(_on_device(r, dtype) for r, dtype in zip(result, msg.dtypes))
         return _on_device(result, msg.dtype)
@@ -127,6 +135,8 @@ class CupyBackend:
         return CupyCapturer(self)
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
+        if self.side_by_side is not None:
+            self.side_by_side.join()
         return self.fused.run(group, program, inputs)
 
     def upload(self, data: np.ndarray) -> cupy.ndarray:
@@ -168,9 +178,11 @@ class CupyBackend:
             cupy.cuda.get_current_stream().synchronize()
         return array
 
-    @staticmethod
-    def release(value: cupy.ndarray) -> int:
-        """Bytes the dropped array owned; CuPy's pool takes the memory back once unreferenced."""
+    def release(self, value: cupy.ndarray) -> int:
+        """Bytes the dropped array owned; CuPy's pool takes the memory back once unreferenced
+        (during a capture's fork, only after the join: side_stream.py)."""
+        if self.side_by_side is not None:
+            self.side_by_side.hold(value)
         return value.nbytes if value.base is None else 0
 
     @staticmethod

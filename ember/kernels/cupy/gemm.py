@@ -99,9 +99,10 @@ def layout(batch: tuple[int, ...], a_shape: tuple[int, ...], a_strides: tuple[in
 
 
 class Gemm:
-    """cuBLAS on one device: a handle and workspace of its own (made on the worker)."""
+    """cuBLAS on one stream of one device: a handle and workspace of its own (made on the
+    worker, or by whoever owns ``stream``; the current stream by default)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: Any = None) -> None:
         import cupy
 
         self._lib = ctypes.CDLL(_cublas_path())
@@ -110,11 +111,15 @@ class Gemm:
         self._handle = handle
         self._check("cublasSetPointerMode_v2",
                     self._lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST))
-        # Held for the handle's life: cuBLAS never allocates, in eager runs or in capture.
+        stream = cupy.cuda.get_current_stream() if stream is None else stream
+        self.stream_ptr = stream.ptr
+        self._check("cublasSetStream_v2",
+                    self._lib.cublasSetStream_v2(handle, ctypes.c_void_p(stream.ptr)))
+        # After the stream (setting one puts cuBLAS's default workspace pool back), held
+        # for the handle's life: cuBLAS never allocates, in eager runs or in capture.
         self._workspace = cupy.empty(WORKSPACE_BYTES, np.uint8)
         self._check("cublasSetWorkspace_v2", self._lib.cublasSetWorkspace_v2(
             handle, ctypes.c_void_p(self._workspace.data.ptr), ctypes.c_size_t(WORKSPACE_BYTES)))
-        self._stream = None
         # The scaling factors by reference (a byref holds its value alive), made once.
         scalars = {_COMPUTE_64F: ctypes.c_double, _COMPUTE_32F: ctypes.c_float,
                    _COMPUTE_32F_FAST_TF32: ctypes.c_float}
@@ -166,11 +171,6 @@ class Gemm:
             a = _copied(a, plan.batch, plan.copy_a == _COPY_COLUMNS)
         if plan.copy_b:
             b = _copied(b, plan.batch, plan.copy_b == _COPY_COLUMNS)
-        stream = cupy.cuda.get_current_stream().ptr
-        if stream != self._stream:
-            self._check("cublasSetStream_v2", self._lib.cublasSetStream_v2(
-                self._handle, ctypes.c_void_p(stream)))
-            self._stream = stream
         if not plan.split:
             self._product(plan, a.data.ptr, b.data.ptr, out.data.ptr, self._zero[plan.compute])
             return out
@@ -259,10 +259,18 @@ _per_thread = threading.local()
 
 
 def current() -> Gemm:
-    """The calling worker's Gemm (a worker thread owns one device; made on first use)."""
-    gemm = getattr(_per_thread, "gemm", None)
+    """The calling thread's Gemm for its current stream (made on first use). A worker
+    thread owns one device; each of its streams gets a handle and workspace of its own, so
+    products running side by side on two streams never share a workspace."""
+    import cupy
+
+    engines = getattr(_per_thread, "engines", None)
+    if engines is None:
+        engines = _per_thread.engines = {}
+    stream = cupy.cuda.get_current_stream()
+    gemm = engines.get(stream.ptr)
     if gemm is None:
-        gemm = _per_thread.gemm = Gemm()
+        gemm = engines[stream.ptr] = Gemm(stream)
     return gemm
 
 

@@ -5,19 +5,59 @@ worker's allocator switched to a memory pool of the graph's own: every buffer th
 allocates, its outputs and its intermediates, keeps its address for the graph's life,
 and no other work is ever handed that memory. Matmuls are cuBLAS calls CuPy lets a
 capture hold (gemm.py); generated kernels were compiled and autotuned by the step's
-first, uncaptured run.
+first, uncaptured run. Independent products fork onto a second stream and join back
+(side_stream.py), so the graph runs them side by side; ``SIDE_STREAM = False`` (or
+``EMBER_SIDE_STREAM=0``) keeps captures on one stream.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import cupy
 from cupy.cuda import memory as cupy_memory
 
-from ember.kernels.cupy import copy_many
+from ember.kernels.cupy import copy_many, gemm
+from ember.kernels.cupy.side_stream import SideBySide
+
+# Read at each capture's start.
+SIDE_STREAM = os.environ.get("EMBER_SIDE_STREAM", "1") != "0"
+
+
+def _span(array: cupy.ndarray) -> tuple[int, int]:
+    """The byte range of the allocation ``array`` lives in (a view: its base's)."""
+    memory = array.data.mem
+    return memory.ptr, memory.ptr + memory.size
+
+
+class _SideStream:
+    """A device's second stream for captures and the events that fork and join it (made on
+    the worker, from the device's own memory pool, outside any capture)."""
+
+    def __init__(self, main: cupy.cuda.Stream) -> None:
+        self._main = main
+        self._stream = cupy.cuda.Stream(non_blocking=True)
+        self._fork = cupy.cuda.Event(disable_timing=True)
+        self._join = cupy.cuda.Event(disable_timing=True)
+        with self._stream:
+            gemm.current()  # its own cuBLAS handle and workspace
+
+    def fork(self) -> None:
+        self._fork.record(self._main)
+
+    @contextlib.contextmanager
+    def side(self, first: bool) -> Iterator[None]:
+        if first:
+            self._stream.wait_event(self._fork)
+        with self._stream:
+            yield
+
+    def join(self) -> None:
+        self._join.record(self._stream)
+        self._main.wait_event(self._join)
 
 
 class CupyCapturer:
@@ -25,10 +65,14 @@ class CupyCapturer:
 
     def __init__(self, backend: Any) -> None:
         self._backend = backend
+        self._side_stream: _SideStream | None = None
+        self.side_ops = 0  # ops the last capture ran on the side stream
 
     @contextlib.contextmanager
     def memory(self) -> Iterator[cupy.cuda.MemoryPool]:
         """A new pool for one graph, the worker's allocator while the block runs."""
+        if SIDE_STREAM and self._side_stream is None:  # from the device's pool, made once
+            self._side_stream = _SideStream(self._backend.stream)
         pool = cupy.cuda.MemoryPool()
         cupy_memory._set_thread_local_allocator(pool.malloc)
         try:
@@ -37,16 +81,29 @@ class CupyCapturer:
             cupy_memory._set_thread_local_allocator(self._backend.memory.malloc)
 
     def begin(self) -> None:
+        self.side_ops = 0
         self._backend.stream.begin_capture()
+        if SIDE_STREAM and self._side_stream is not None:
+            self._backend.side_by_side = SideBySide(self._side_stream, _span)
 
     def end(self) -> cupy.cuda.Graph | None:
         """The captured graph; None when the capture was invalidated by a call it refused
         (ending it raises then, and must still be asked for: until it is, the stream
         refuses all work) or had already ended."""
+        backend = self._backend
+        side_by_side, backend.side_by_side = backend.side_by_side, None
+        joined = True
+        if side_by_side is not None:
+            self.side_ops = side_by_side.side_ops
+            try:
+                side_by_side.join()  # a capture ends with every stream it forked joined
+            except Exception:  # the capture was invalidated: still ended below, no graph
+                joined = False
         try:
-            return self._backend.stream.end_capture()
+            graph = backend.stream.end_capture()
         except Exception:  # invalidated, or not capturing: no graph
             return None
+        return graph if joined else None
 
     def launch(self, graph: cupy.cuda.Graph) -> None:
         graph.launch(stream=self._backend.stream)
