@@ -1,6 +1,6 @@
 """Products side by side in a capture (kernels/cupy/side_stream.py). On the CPU: which
-stream each op runs on, where the forks and joins fall, dropped values held until the
-join, against fake streams and byte ranges. On a GPU: a captured encoder step runs
+stream each op runs on, which waits order the streams, dropped values held while the
+other stream may read them, against fake streams and buffers. On a GPU: a captured encoder step runs
 products on the second stream and replays the eager step's values."""
 
 from __future__ import annotations
@@ -11,144 +11,218 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.kernels.cupy.side_stream import SideBySide, overlaps
+from ember.kernels.cupy import side_stream
+from ember.kernels.cupy.side_stream import MAIN, SIDE, TwoStreams, seconds
 from tests.cuda.gpu import needs_gpu
 
 
 class FakeStreams:
-    """Records the stream work a SideBySide asks for; ``current`` says where a launch runs."""
+    """Records the stream work a TwoStreams asks for; ``current`` says where a launch runs."""
 
     def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.current = "main"
+        self.waits: list[tuple[int, tuple]] = []  # (waiting stream, event)
+        self.current = MAIN
+        self.recorded = 0
 
-    def fork(self) -> None:
-        self.calls.append("fork")
+    def record(self, stream: int) -> tuple:
+        self.recorded += 1
+        return ("event", stream, self.recorded)
+
+    def wait(self, stream: int, event: tuple) -> None:
+        self.waits.append((stream, event))
 
     @contextlib.contextmanager
-    def side(self, first: bool):
-        self.calls.append("side-waits-fork" if first else "side")
-        self.current = "side"
+    def on(self, stream: int):
+        self.current = stream
         try:
             yield
         finally:
-            self.current = "main"
-
-    def join(self) -> None:
-        self.calls.append("join")
+            self.current = MAIN
 
 
 class Buffer:
-    """A fake array: the byte range of its allocation."""
+    """A fake array: the allocation it lives in, its shape and bytes (float32)."""
 
-    def __init__(self, start: int, size: int = 100) -> None:
-        self.span = (start, start + size)
+    made = 0
+
+    def __init__(self, *shape: int, base: Buffer | None = None) -> None:
+        Buffer.made += 1
+        self.key = base.key if base is not None else Buffer.made
+        self.shape = shape
+        self.nbytes = 4 * int(np.prod(shape))
 
 
-def schedule():
-    streams = FakeStreams()
-    return streams, SideBySide(streams, lambda b: b.span)
+class Capture:
+    """A TwoStreams over fake streams, with each op's stream recorded by name."""
 
+    def __init__(self) -> None:
+        self.streams = FakeStreams()
+        self.placement = TwoStreams(self.streams, lambda b: b.key)
+        self.ran: dict[str, int] = {}
 
-def launch(streams: FakeStreams, ran: list, out: Buffer):
-    def run():
-        ran.append(streams.current)
+    def op(self, name: str, op: str, inputs: list, out: Buffer) -> Buffer:
+        def launch():
+            self.ran[name] = self.streams.current
+            return out
+        assert self.placement.run(op, inputs, launch) is out
         return out
-    return run
 
 
-def test_overlaps_is_half_open() -> None:
-    assert overlaps([(0, 10)], [(5, 15)])
-    assert not overlaps([(0, 10)], [(10, 20)])  # touching ranges share no byte
-    assert not overlaps([], [(0, 10)])
-    assert overlaps([(30, 40), (0, 1)], [(20, 31)])
+def test_the_estimate_weighs_products_by_multiply_adds() -> None:
+    a, b = Buffer(2048, 768), Buffer(768, 3072)
+    assert seconds("matmul", [a, b]) > 20 * seconds("add", [a, a])
+    batched = seconds("matmul", [Buffer(96, 256, 64), Buffer(96, 64, 256)])
+    single = seconds("matmul", [Buffer(256, 64), Buffer(64, 256)])
+    launch = side_stream._KERNEL_S  # one launch either way
+    assert batched - launch == pytest.approx((single - launch) * 96)
+    assert seconds("matmul", [Buffer(768), Buffer(768, 10)]) < seconds("matmul", [a, b])
 
 
-def test_a_linears_backward_products_run_side_by_side() -> None:
-    """dX = G W on the main stream; dW = Gᵀ X and db = 1 G read G, not dX: side stream,
-    forked before dX. The next elementwise op joins first."""
-    streams, side = schedule()
-    ran: list[str] = []
-    g, w, x = Buffer(0), Buffer(1000), Buffer(2000)
-    dx, dw, db = Buffer(3000), Buffer(4000), Buffer(5000)
-    assert side.run("matmul", [g, w], launch(streams, ran, dx)) is dx
-    assert side.run("matmul", [g, x], launch(streams, ran, dw)) is dw
-    assert side.run("sum", [g], launch(streams, ran, db)) is db
-    side.run("add", [dx, x], launch(streams, ran, Buffer(6000)))
-    assert ran == ["main", "side", "side", "main"]
-    assert streams.calls == ["fork", "side-waits-fork", "side", "join"]
-    assert side.side_ops == 2
+def test_a_linears_input_and_weight_gradients_run_side_by_side() -> None:
+    """dX = G W goes to the main stream, dW = Gᵀ X to the side one, which waits only for
+    the op that made G, not for dX."""
+    c = Capture()
+    x, w = Buffer(2048, 768), Buffer(768, 768)
+    g = c.op("g", "add", [x, x], Buffer(2048, 768))
+    dx = c.op("dx", "matmul", [g, w], Buffer(2048, 768))
+    dw = c.op("dw", "matmul", [Buffer(768, 2048, base=g), x], Buffer(768, 768))
+    assert c.ran == {"g": MAIN, "dx": MAIN, "dw": SIDE}
+    g_event = ("event", MAIN, 2)  # recorded after g (the capture's start is event 1)
+    assert c.streams.waits == [(SIDE, g_event)]
+    # The next op reads both: the main stream waits for the side stream's dW point.
+    c.op("both", "add", [dx, dw], Buffer(768, 768))
+    assert c.ran["both"] == MAIN
+    assert c.streams.waits[-1][0] == MAIN and c.streams.waits[-1][1][1] == SIDE
+    assert c.placement.side_ops == 1
 
 
-def test_a_product_reading_the_forked_products_output_stays_on_the_main_stream() -> None:
-    streams, side = schedule()
-    ran: list[str] = []
-    a, b, c = Buffer(0), Buffer(1000), Buffer(2000)
-    first = Buffer(3000)
-    side.run("matmul", [a, b], launch(streams, ran, first))
-    side.run("matmul", [first, c], launch(streams, ran, Buffer(4000)))
-    # A view of the output (same allocation, inner bytes) depends on it as much.
-    side.run("matmul", [Buffer(4050, 10), c], launch(streams, ran, Buffer(5000)))
-    assert ran == ["main", "main", "main"]
-    assert streams.calls == ["fork", "fork", "fork"]  # nothing went to the side: no join
-    assert side.side_ops == 0
+def test_waits_are_only_for_points_not_waited_for_yet() -> None:
+    c = Capture()
+    a = Buffer(1024, 1024)
+    p = c.op("p", "matmul", [a, a], Buffer(1024, 1024))  # main
+    q = c.op("q", "matmul", [a, a], Buffer(1024, 1024))  # side: waits for the start
+    r = c.op("r", "matmul", [a, a], Buffer(1024, 1024))  # main again (it frees first)
+    assert [c.ran[k] for k in "pqr"] == [MAIN, SIDE, MAIN]
+    waits = len(c.streams.waits)
+    c.op("u", "matmul", [a, a], Buffer(1024, 1024))  # side: the start waited for already
+    assert c.ran["u"] == SIDE and len(c.streams.waits) == waits
+    c.op("v", "neg", [q], Buffer(1024, 1024))  # main reads q: waits for side point 1
+    c.op("w", "neg", [p], Buffer(1024, 1024))  # main's own: no wait
+    assert len(c.streams.waits) == waits + 1
+    c.op("z", "neg", [q], Buffer(1024, 1024))  # side point 1 waited for already
+    assert len(c.streams.waits) == waits + 1
+    del r
 
 
-def test_a_dependent_product_after_side_work_joins_then_forks_again() -> None:
-    streams, side = schedule()
-    ran: list[str] = []
-    g, w, x = Buffer(0), Buffer(1000), Buffer(2000)
-    dx = Buffer(3000)
-    side.run("matmul", [g, w], launch(streams, ran, dx))
-    side.run("matmul", [g, x], launch(streams, ran, Buffer(4000)))
-    side.run("matmul", [dx, w], launch(streams, ran, Buffer(5000)))  # reads dx
-    side.run("matmul", [g, g], launch(streams, ran, Buffer(6000)))
-    assert ran == ["main", "side", "main", "side"]
-    assert streams.calls == ["fork", "side-waits-fork", "join", "fork", "side-waits-fork"]
-    side.join()
-    side.join()  # a second join has nothing to wait for
-    assert streams.calls[-1] == "join" and streams.calls.count("join") == 2
+def test_a_product_reading_the_main_streams_last_output_follows_it() -> None:
+    """A chain of dependent products: each starts when its input is ready, the same
+    moment on either stream, and ties go to the main stream: no waits at all."""
+    c = Capture()
+    w = Buffer(512, 512)
+    h = Buffer(512, 512)
+    for k in range(4):
+        h = c.op(f"h{k}", "matmul", [h, w], Buffer(512, 512))
+    assert set(c.ran.values()) == {MAIN}
+    assert c.streams.waits == []
 
 
-def test_only_products_go_to_the_side_stream_and_other_ops_close_the_fork() -> None:
-    streams, side = schedule()
-    ran: list[str] = []
-    side.run("matmul", [Buffer(0), Buffer(1000)], launch(streams, ran, Buffer(2000)))
-    side.run("exp", [Buffer(0)], launch(streams, ran, Buffer(3000)))  # independent, not a product
-    side.run("matmul", [Buffer(0), Buffer(1000)], launch(streams, ran, Buffer(4000)))
-    assert ran == ["main", "main", "main"]
-    assert streams.calls == ["fork", "fork"]
-    # Nothing forks before the first product, and a product after a non-product forks anew.
-    streams, side = schedule()
-    side.run("sum", [Buffer(0)], launch(streams, [], Buffer(100)))
-    assert streams.calls == ["fork"]
+def test_views_follow_their_input_and_other_ops_stay_on_the_main_stream() -> None:
+    c = Capture()
+    a = Buffer(1024, 1024)
+    c.op("p", "matmul", [a, a], Buffer(1024, 1024))
+    q = c.op("q", "matmul", [a, a], Buffer(1024, 1024))
+    view = c.op("view", "reshape", [q], Buffer(1024 * 1024, base=q))
+    assert c.ran["view"] == SIDE
+    c.op("exp", "exp", [a], Buffer(1024, 1024))  # independent, not a product: main
+    assert c.ran["exp"] == MAIN
+    # A view is not a new buffer: reading it waits for the op that made its base.
+    c.op("neg", "neg", [view], Buffer(1024 * 1024))
+    assert c.streams.waits[-1] == (MAIN, ("event", SIDE, 3))  # after q (its own point 1)
 
 
-def test_values_dropped_during_a_fork_are_held_until_the_join() -> None:
-    """A side product issued after a drop must not be handed the memory of a value the
-    forked main product still reads."""
-    streams, side = schedule()
-    ran: list[str] = []
-    kept = Buffer(0)
-    side.hold(Buffer(9000))  # no fork open: nothing held
-    assert side._held == []
-    side.run("matmul", [kept, Buffer(1000)], launch(streams, ran, Buffer(2000)))
-    side.hold(kept)
-    assert side._held == [kept]
-    side.run("matmul", [Buffer(1000), Buffer(1000)], launch(streams, ran, Buffer(3000)))
-    assert side._held == [kept]
-    side.run("neg", [Buffer(3000)], launch(streams, ran, Buffer(4000)))
-    assert side._held == []  # let go at the join
-    assert streams.calls == ["fork", "side-waits-fork", "join"]
+def test_a_value_the_other_stream_read_is_held_until_its_own_stream_waited_past_it() -> None:
+    """CuPy's pool hands a freed block only to the stream that allocated it: a block that
+    the other stream still reads must not be freed until its stream has waited for that read."""
+    c = Capture()
+    placement = c.placement
+    x = Buffer(1024, 1024)
+    g = c.op("g", "add", [x, x], Buffer(1024, 1024))  # main's
+    c.op("dx", "matmul", [g, x], Buffer(1024, 1024))
+    dw = c.op("dw", "matmul", [g, g], Buffer(1024, 1024))  # side reads g
+    assert c.ran["dw"] == SIDE
+    placement.hold(x)  # read by the side stream? no (dx, on main, and g's op read it)
+    assert placement._held == []
+    placement.hold(g)
+    assert [v for v, _, _ in placement._held] == [g]
+    c.op("use", "neg", [dw], Buffer(1024, 1024))  # main waits for dw: past the read of g
+    assert placement._held == []
+    placement.join()
 
 
-def test_multi_output_products_count_every_output_as_written() -> None:
-    streams, side = schedule()
-    ran: list[str] = []
-    outs = (Buffer(1000), Buffer(2000))
-    side.run("matmul", [Buffer(0)], lambda: (ran.append(streams.current), outs)[1])
-    side.run("matmul", [Buffer(2000)], launch(streams, ran, Buffer(3000)))
-    assert ran == ["main", "main"]
+def test_a_side_made_value_the_main_stream_read_is_held_until_the_side_waits_past_it() -> None:
+    c = Capture()
+    placement = c.placement
+    x, big = Buffer(1024, 1024), Buffer(4096, 4096)
+    c.op("p", "matmul", [x, x], Buffer(1024, 1024))
+    s = c.op("s", "matmul", [x, x], Buffer(1024, 1024))
+    c.op("read", "neg", [s], Buffer(1024, 1024))  # main point 2 reads s
+    m = c.op("m", "neg", [x], Buffer(1024, 1024))  # main point 3
+    # A long product on the main stream (it reads the main stream's newest value: a tie,
+    # which the main stream takes).
+    made_big = c.op("made_big", "neg", [big], Buffer(4096, 4096))
+    c.op("big", "matmul", [made_big, made_big], Buffer(4096, 4096))
+    assert (c.ran["s"], c.ran["read"], c.ran["big"]) == (SIDE, MAIN, MAIN)
+    placement.hold(s)
+    assert [v for v, _, _ in placement._held] == [s]
+    c.op("q", "matmul", [m, m], Buffer(1024, 1024))  # the side starts sooner: waits for m
+    assert c.ran["q"] == SIDE
+    assert c.streams.waits[-1] == (SIDE, ("event", MAIN, 5))  # m's point, past the read
+    assert placement._held == []
+
+
+def test_holding_past_the_limit_makes_both_streams_wait_for_each_other(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(side_stream, "HOLD_LIMIT", 6 * 1024 * 1024)
+    c = Capture()
+    x, big = Buffer(1024, 1024), Buffer(2048, 2048)
+    for k in range(2):
+        made = c.op(f"m{k}", "neg", [x], Buffer(1024, 1024))
+        made_big = c.op(f"made_big{k}", "neg", [big], Buffer(2048, 2048))
+        c.op(f"big{k}", "matmul", [made_big, made_big], Buffer(2048, 2048))  # main
+        c.op(f"s{k}", "matmul", [made, made], Buffer(1024, 1024))
+        assert c.ran[f"s{k}"] == SIDE
+        c.placement.hold(made)  # 4 MiB each, read by the side stream
+        assert len(c.placement._held) == 1 - k  # the second went past 6 MiB
+    assert {stream for stream, _ in c.streams.waits[-2:]} == {MAIN, SIDE}
+
+
+def test_join_waits_for_the_side_streams_last_point_once() -> None:
+    c = Capture()
+    x = Buffer(1024, 1024)
+    c.op("p", "matmul", [x, x], Buffer(1024, 1024))
+    c.op("q", "matmul", [x, x], Buffer(1024, 1024))
+    c.placement.join()
+    assert c.streams.waits[-1] == (MAIN, ("event", SIDE, 3))
+    waits = len(c.streams.waits)
+    c.placement.join()
+    assert len(c.streams.waits) == waits
+    # A capture whose side stream ran nothing never made it join: nothing to wait for.
+    idle = Capture()
+    idle.op("only", "matmul", [x, x], Buffer(1024, 1024))
+    idle.placement.join()
+    assert idle.streams.waits == []
+
+
+def test_fused_groups_name_their_outputs() -> None:
+    c = Capture()
+    x = Buffer(1024, 1024)
+    c.op("p", "matmul", [x, x], Buffer(1024, 1024))
+    q = c.op("q", "matmul", [x, x], Buffer(1024, 1024))
+    outs = [(7, Buffer(1024, 1024)), (8, Buffer(1024, 1024))]
+    c.placement.run("fused", [q, x], lambda: outs, lambda values: [v for _, v in values])
+    waits = len(c.streams.waits)
+    c.op("after", "neg", [outs[1][1]], Buffer(1024, 1024))  # made on main: no wait
+    assert len(c.streams.waits) == waits
 
 
 @needs_gpu

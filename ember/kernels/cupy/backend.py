@@ -22,7 +22,7 @@ from ember.kernels.cupy import codegen
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
 from ember.kernels.cupy.range_checks import RangeChecks
-from ember.kernels.cupy.side_stream import SideBySide
+from ember.kernels.cupy.side_stream import TwoStreams
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
 from ember.kernels.numpy.table import NP, register_array_type
@@ -74,7 +74,7 @@ class CupyBackend:
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
         # While a step is captured: which stream each op runs on (graphs.py, side_stream.py).
-        self.side_by_side: SideBySide | None = None
+        self.two_streams: TwoStreams | None = None
         # Back-pressure in bytes: a quarter of the GPU's memory, so a chain of large
         # elementwise ops stays one batch (and one fused kernel) before the caller waits.
         total = cupy.cuda.runtime.getDeviceProperties(index)["totalGlobalMem"]
@@ -104,12 +104,12 @@ class CupyBackend:
         self.stream.synchronize()
 
     def run(self, msg: Any, inputs: list) -> Any:
-        side_by_side = self.side_by_side
-        if side_by_side is None:
+        two_streams = self.two_streams
+        if two_streams is None:
             result = KERNELS[msg.op](msg, self.pool, *inputs)
         else:
-            result = side_by_side.run(msg.op, inputs,
-                                      lambda: KERNELS[msg.op](msg, self.pool, *inputs))
+            result = two_streams.run(msg.op, inputs,
+                                     lambda: KERNELS[msg.op](msg, self.pool, *inputs))
         if isinstance(result, tuple):
             return tuple(_on_device(r, dtype) for r, dtype in zip(result, msg.dtypes))
         return _on_device(result, msg.dtype)
@@ -135,9 +135,11 @@ class CupyBackend:
         return CupyCapturer(self)
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
-        if self.side_by_side is not None:
-            self.side_by_side.join()
-        return self.fused.run(group, program, inputs)
+        two_streams = self.two_streams
+        if two_streams is None:
+            return self.fused.run(group, program, inputs)
+        return two_streams.run("fused", inputs, lambda: self.fused.run(group, program, inputs),
+                               lambda values: [value for _, value in values])
 
     def upload(self, data: np.ndarray) -> cupy.ndarray:
         return cupy.asarray(data)
@@ -180,9 +182,9 @@ class CupyBackend:
 
     def release(self, value: cupy.ndarray) -> int:
         """Bytes the dropped array owned; CuPy's pool takes the memory back once unreferenced
-        (during a capture's fork, only after the join: side_stream.py)."""
-        if self.side_by_side is not None:
-            self.side_by_side.hold(value)
+        (in a capture, once no other stream may still read it: side_stream.py)."""
+        if self.two_streams is not None:
+            self.two_streams.hold(value)
         return value.nbytes if value.base is None else 0
 
     @staticmethod

@@ -5,8 +5,8 @@ worker's allocator switched to a memory pool of the graph's own: every buffer th
 allocates, its outputs and its intermediates, keeps its address for the graph's life,
 and no other work is ever handed that memory. Matmuls are cuBLAS calls CuPy lets a
 capture hold (gemm.py); generated kernels were compiled and autotuned by the step's
-first, uncaptured run. Independent products fork onto a second stream and join back
-(side_stream.py), so the graph runs them side by side; ``SIDE_STREAM = False`` (or
+first, uncaptured run. Independent products run on a second stream, ordered against
+the first by events (side_stream.py), so the graph runs them side by side; ``SIDE_STREAM = False`` (or
 ``EMBER_SIDE_STREAM=0``) keeps captures on one stream.
 """
 
@@ -21,43 +21,44 @@ import cupy
 from cupy.cuda import memory as cupy_memory
 
 from ember.kernels.cupy import copy_many, gemm
-from ember.kernels.cupy.side_stream import SideBySide
+from ember.kernels.cupy.side_stream import MAIN, TwoStreams
 
 # Read at each capture's start.
 SIDE_STREAM = os.environ.get("EMBER_SIDE_STREAM", "1") != "0"
 
 
-def _span(array: cupy.ndarray) -> tuple[int, int]:
-    """The byte range of the allocation ``array`` lives in (a view: its base's)."""
-    memory = array.data.mem
-    return memory.ptr, memory.ptr + memory.size
+def _allocation(array: cupy.ndarray) -> int:
+    """The address of the allocation ``array`` lives in (a view: its base's)."""
+    return array.data.mem.ptr
 
 
 class _SideStream:
-    """A device's second stream for captures and the events that fork and join it (made on
-    the worker, from the device's own memory pool, outside any capture)."""
+    """A device's second stream for captures, and events to order the two (made on the
+    worker, from the device's own memory pool, outside any capture)."""
 
     def __init__(self, main: cupy.cuda.Stream) -> None:
-        self._main = main
-        self._stream = cupy.cuda.Stream(non_blocking=True)
-        self._fork = cupy.cuda.Event(disable_timing=True)
-        self._join = cupy.cuda.Event(disable_timing=True)
-        with self._stream:
+        self._streams = (main, cupy.cuda.Stream(non_blocking=True))
+        self._events: list[cupy.cuda.Event] = []  # reused by every capture
+        self._used = 0
+        with self._streams[1]:
             gemm.current()  # its own cuBLAS handle and workspace
 
-    def fork(self) -> None:
-        self._fork.record(self._main)
+    def start(self) -> None:
+        self._used = 0
 
-    @contextlib.contextmanager
-    def side(self, first: bool) -> Iterator[None]:
-        if first:
-            self._stream.wait_event(self._fork)
-        with self._stream:
-            yield
+    def record(self, stream: int) -> cupy.cuda.Event:
+        if self._used == len(self._events):
+            self._events.append(cupy.cuda.Event(disable_timing=True))
+        event = self._events[self._used]
+        self._used += 1
+        event.record(self._streams[stream])
+        return event
 
-    def join(self) -> None:
-        self._join.record(self._stream)
-        self._main.wait_event(self._join)
+    def wait(self, stream: int, event: cupy.cuda.Event) -> None:
+        self._streams[stream].wait_event(event)
+
+    def on(self, stream: int) -> Any:
+        return contextlib.nullcontext() if stream == MAIN else self._streams[stream]
 
 
 class CupyCapturer:
@@ -84,19 +85,20 @@ class CupyCapturer:
         self.side_ops = 0
         self._backend.stream.begin_capture()
         if SIDE_STREAM and self._side_stream is not None:
-            self._backend.side_by_side = SideBySide(self._side_stream, _span)
+            self._side_stream.start()
+            self._backend.two_streams = TwoStreams(self._side_stream, _allocation)
 
     def end(self) -> cupy.cuda.Graph | None:
         """The captured graph; None when the capture was invalidated by a call it refused
         (ending it raises then, and must still be asked for: until it is, the stream
         refuses all work) or had already ended."""
         backend = self._backend
-        side_by_side, backend.side_by_side = backend.side_by_side, None
+        two_streams, backend.two_streams = backend.two_streams, None
         joined = True
-        if side_by_side is not None:
-            self.side_ops = side_by_side.side_ops
+        if two_streams is not None:
+            self.side_ops = two_streams.side_ops
             try:
-                side_by_side.join()  # a capture ends with every stream it forked joined
+                two_streams.join()  # a capture ends with every stream it forked joined
             except Exception:  # the capture was invalidated: still ended below, no graph
                 joined = False
         try:
