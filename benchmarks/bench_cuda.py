@@ -36,7 +36,6 @@ from cupyx.scipy import special as cp_special
 
 import ember as em
 from ember.kernels.cupy import fused as ember_fused
-from ember.kernels.cupy import graphs as ember_graphs
 from ember.nn import functional as F
 
 DEV = em.cuda(0)
@@ -428,16 +427,9 @@ def encoder_layer() -> None:
     # The step reads fixed weights and input and returns gradients: pure, so its replays
     # skip the Python (forward, autodiff, op submission) as well.
     pure = em.graphed(ember_encoder_step(x_np), DEV, pure=True)
-    one_stream = em.graphed(ember_encoder_step(x_np), DEV, pure=True)
-    ember_graphs.SIDE_STREAM = False  # this graph's products one after another
-    for _ in range(3):  # run, capture, replay
-        one_stream()
-    em_sync()
-    ember_graphs.SIDE_STREAM = True
     row(f"encoder layer fwd+bwd d{d_model} h{heads} ff{ff} seq{seq} batch{batch} f32", None,
         {"ember": timed(em_step, em_sync, 10), "ember em.graphed": timed(graphed, em_sync, 10),
          "ember em.graphed pure": timed(pure, em_sync, 10),
-         "pure, one stream": timed(one_stream, em_sync, 10),
          "torch eager": timed(torch_step, torch_sync, 10)})
     print(f"# encoder em.graphed: {graphed.graph_stats()}", flush=True)
 

@@ -7,10 +7,19 @@ Most of the encoder's products fill less than a wave of 128×128 tiles on the H2
 132 SMs (2048×768: 96 tiles; 768×768: 36), so two of them side by side may finish
 sooner than one after the other.
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_streams.py`` on a machine with a GPU.
+``--encoder``: the encoder layer's pure ``em.graphed`` step (bench_cuda.py) captured on
+two streams (side_stream.py) and on one (``EMBER_SIDE_STREAM=0``), each in processes of
+its own, alternating (a graph is kept per step structure, so one process replays one
+kind), against torch eager in the same processes.
+
+Run: ``PYTHONPATH=. python3 benchmarks/probe_streams.py [--encoder]`` on a machine with a GPU.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import cupy
 
@@ -85,5 +94,29 @@ def main() -> None:
           f"{(total_one - total_two) * 1e3:.4f} ms |")
 
 
+def encoder_once() -> None:
+    import ember as em
+    from benchmarks.bench_cuda import (DEV, em_sync, ember_encoder_step, encoder_input, timed,
+                                       torch_encoder_step, torch_sync)
+
+    x_np = encoder_input()
+    pure = em.graphed(ember_encoder_step(x_np), DEV, pure=True)
+    torch_step = torch_encoder_step(x_np)
+    for _ in range(3):  # run, capture, replay
+        pure()
+    em_sync()
+    ours, theirs = timed(pure, em_sync, 20), timed(torch_step, torch_sync, 20)
+    streams = "two streams" if pure.graph_stats()["side_ops"] else "one stream"
+    print(f"| encoder pure graph, {streams} | {ours * 1e3:.3f} ms | torch eager "
+          f"{theirs * 1e3:.3f} ms | {ours / theirs:.2f}x |", flush=True)
+
+
+def encoder() -> None:
+    for side in ("1", "0", "1", "0"):
+        subprocess.run([sys.executable, __file__, "--encoder-once"], check=True,
+                       env={**os.environ, "EMBER_SIDE_STREAM": side})
+
+
 if __name__ == "__main__":
-    main()
+    {"--encoder": encoder, "--encoder-once": encoder_once}.get(
+        sys.argv[1] if len(sys.argv) > 1 else "", main)()

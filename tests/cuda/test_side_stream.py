@@ -64,18 +64,26 @@ class Capture:
         def launch():
             self.ran[name] = self.streams.current
             return out
-        assert self.placement.run(op, inputs, launch) is out
+        assert self.placement.run(op, inputs, launch, shape=out.shape) is out
         return out
 
 
 def test_the_estimate_weighs_products_by_multiply_adds() -> None:
     a, b = Buffer(2048, 768), Buffer(768, 3072)
-    assert seconds("matmul", [a, b]) > 20 * seconds("add", [a, a])
-    batched = seconds("matmul", [Buffer(96, 256, 64), Buffer(96, 64, 256)])
-    single = seconds("matmul", [Buffer(256, 64), Buffer(64, 256)])
+    assert seconds("matmul", [a, b], (2048, 3072)) > 20 * seconds("add", [a, a])
     launch = side_stream._KERNEL_S  # one launch either way
+    flops = side_stream._FLOPS_PER_S
+    # Rows flattened, the weight read transposed ((8, 256, 3072) @ (768, 3072)ᵀ).
+    assert seconds("matmul", [Buffer(8, 256, 3072), Buffer(768, 3072)], (8, 256, 768)) \
+        - launch == pytest.approx(2 * 2048 * 3072 * 768 / flops)
+    # A weight gradient Gᵀ X: G (2048, 768) read transposed.
+    assert seconds("matmul", [Buffer(2048, 768), Buffer(2048, 3072)], (768, 3072)) \
+        - launch == pytest.approx(2 * 768 * 2048 * 3072 / flops)
+    batched = seconds("matmul", [Buffer(96, 256, 64), Buffer(96, 64, 256)], (96, 256, 256))
+    single = seconds("matmul", [Buffer(256, 64), Buffer(64, 256)], (256, 256))
     assert batched - launch == pytest.approx((single - launch) * 96)
-    assert seconds("matmul", [Buffer(768), Buffer(768, 10)]) < seconds("matmul", [a, b])
+    assert seconds("matmul", [Buffer(768), Buffer(768, 10)], (10,)) - launch == \
+        pytest.approx(2 * 768 * 10 / flops)
 
 
 def test_a_linears_input_and_weight_gradients_run_side_by_side() -> None:
@@ -252,24 +260,25 @@ def test_a_captured_encoder_step_runs_products_side_by_side_with_eager_values() 
 
 @needs_gpu
 def test_side_stream_replays_match_one_stream_replays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same product graph captured on one stream and on two: the same values."""
+    """A product graph captured on two streams and on one: each replays its eager run."""
     from ember.kernels.cupy import graphs
 
     device = em.cuda(0).autodiff()
     rng = np.random.default_rng(1)
     w1 = em.from_numpy(rng.standard_normal((96, 80), np.float32), device=device).require_grad()
     w2 = em.from_numpy(rng.standard_normal((80, 48), np.float32), device=device).require_grad()
-    x = em.from_numpy(rng.standard_normal((32, 96), np.float32), device=device)
-
-    def step():
-        grads = ((x @ w1).relu() @ w2).square().sum().backward()
-        return [w1.grad(grads), w2.grad(grads)]
-
-    found = {}
-    for side in (True, False):
+    for rows, side in ((32, True), (33, False)):  # other rows: another signature, captured anew
         monkeypatch.setattr(graphs, "SIDE_STREAM", side)
+        x = em.from_numpy(rng.standard_normal((rows, 96), np.float32), device=device)
+
+        def step():
+            h = (x @ w1).relu() @ w2
+            grads = (h * h).sum().backward()
+            return [w1.grad(grads), w2.grad(grads)]
+
         graphed = em.graphed(step, device)
-        found[side] = [[g.numpy() for g in graphed()] for _ in range(4)][-1]
+        eager, *replays = [[g.numpy() for g in graphed()] for _ in range(4)]
         assert (graphed.graph_stats()["side_ops"] > 0) == side
-    for a, b in zip(found[True], found[False], strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        for values in replays:
+            for got, want in zip(values, eager, strict=True):
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -109,7 +109,8 @@ class CupyBackend:
             result = KERNELS[msg.op](msg, self.pool, *inputs)
         else:
             result = two_streams.run(msg.op, inputs,
-                                     lambda: KERNELS[msg.op](msg, self.pool, *inputs))
+                                     lambda: KERNELS[msg.op](msg, self.pool, *inputs),
+                                     shape=getattr(msg, "shape", None))
         if isinstance(result, tuple):
             return tuple(_on_device(r, dtype) for r, dtype in zip(result, msg.dtypes))
         return _on_device(result, msg.dtype)

@@ -43,14 +43,15 @@ _KERNEL_S = 3e-6
 HOLD_LIMIT = 256 << 20
 
 
-def seconds(op: str, inputs: Sequence[Any]) -> float:
-    """An estimate of ``op``'s GPU time on ``inputs`` (objects with shape and nbytes)."""
-    if op == "matmul" and len(inputs) == 2:
-        a, b = (x.shape for x in inputs)
-        m = a[-2] if len(a) > 1 else 1
-        n = b[-1] if len(b) > 1 else 1
-        batch = max(math.prod(a[:-2]), math.prod(b[:-2]))
-        return _KERNEL_S + 2 * batch * m * n * a[-1] / _FLOPS_PER_S
+def seconds(op: str, inputs: Sequence[Any], shape: tuple[int, ...] | None = None) -> float:
+    """An estimate of ``op``'s GPU time on ``inputs`` (objects with shape and nbytes) making
+    a result of ``shape``. A product's inner size is what its first operand holds per
+    output row (either operand may be read transposed)."""
+    if op == "matmul" and len(inputs) == 2 and shape:
+        a = inputs[0].shape
+        rows = shape[-2] if len(shape) > 1 and len(a) > 1 else 1
+        inner = math.prod(a[-2:]) // max(rows, 1)
+        return _KERNEL_S + 2 * math.prod(shape) * inner / _FLOPS_PER_S
     return _KERNEL_S + sum(x.nbytes for x in inputs) / _BYTES_PER_S
 
 
@@ -82,15 +83,17 @@ class TwoStreams:
         self.side_ops = 0
 
     def run(self, op: str, inputs: Sequence[Any], launch: Callable[[], Any],
-            outputs: Callable[[Any], Sequence[Any]] | None = None) -> Any:
+            outputs: Callable[[Any], Sequence[Any]] | None = None,
+            shape: tuple[int, ...] | None = None) -> Any:
         """``launch()``'s result, run on the stream ``op`` is placed on; ``outputs(result)``
-        lists the arrays it made (default: the result, or a tuple of them)."""
+        lists the arrays it made (default: the result, or a tuple of them); ``shape``: the
+        result's, if one."""
         keys = [self._key(x) for x in inputs]
         made = self._made
         sources = [made.get(k, (MAIN, 0, 0.0)) for k in keys]
         ready = max((at for _, _, at in sources), default=0.0)
         if op in PRODUCTS:
-            cost = seconds(op, inputs)
+            cost = seconds(op, inputs, shape)
             starts = [max(self._busy[s], ready) for s in (MAIN, SIDE)]
             stream = SIDE if starts[SIDE] < starts[MAIN] else MAIN
         elif op in VIEWS and sources:
