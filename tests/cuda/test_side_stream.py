@@ -282,3 +282,44 @@ def test_side_stream_replays_match_one_stream_replays(monkeypatch: pytest.Monkey
         for values in replays:
             for got, want in zip(values, eager, strict=True):
                 np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@needs_gpu
+def test_a_capture_refused_on_the_side_stream_leaves_both_streams_usable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A product on the side stream syncs its stream, which invalidates the capture: the
+    step runs as it is, and a later step captures on two streams again."""
+    import cupy
+
+    from ember.kernels.cupy import table
+
+    device = em.cuda(0)
+    rng = np.random.default_rng(2)
+    a_np, b_np = (0.1 * rng.standard_normal((64, 64), np.float32) for _ in range(2))
+    a, b = (em.from_numpy(v, device=device) for v in (a_np, b_np))
+    plain_matmul = table.KERNELS["matmul"]
+    captured_products = [0]
+
+    def syncing_matmul(msg, pool, x, y):
+        stream = cupy.cuda.get_current_stream()
+        if stream.is_capturing():
+            captured_products[0] += 1
+            if captured_products[0] == 2:  # the side stream's: refused while capturing
+                stream.synchronize()
+        return plain_matmul(msg, pool, x, y)
+
+    monkeypatch.setitem(table.KERNELS, "matmul", syncing_matmul)
+    refused = em.graphed(lambda: (a @ b) + (b @ a), device)
+    before = refused.graph_stats()["refusals"]
+    for _ in range(4):
+        np.testing.assert_allclose(refused().numpy(), a_np @ b_np + b_np @ a_np, rtol=1e-5,
+                                   atol=1e-4)
+    assert refused.graph_stats()["refusals"] == before + 1
+    assert captured_products[0] == 2
+    monkeypatch.setitem(table.KERNELS, "matmul", plain_matmul)
+    captured = em.graphed(lambda: ((a @ b) * (b.T @ a)).exp(), device)
+    want = np.exp((a_np @ b_np) * (b_np.T @ a_np))
+    for _ in range(4):
+        np.testing.assert_allclose(captured().numpy(), want, rtol=1e-5, atol=1e-5)
+    stats = captured.graph_stats()
+    assert stats["side_ops"] > 0 and stats["refusals"] == before + 1
