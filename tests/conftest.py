@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ember as em
+from ember.actors import step_graphs
 from ember.errors import DTypeError, KernelError
 
 # Later backends join here: cuda:0 / wgpu:0 when em.available() lists them.
@@ -14,6 +15,19 @@ DEVICES = ["cpu:0", "cpu:1"] + [str(d) for d in em.available("cuda")[:1] + em.av
 @pytest.fixture(params=DEVICES)
 def device(request) -> em.Device:
     return em.device(request.param)
+
+
+_CUDA = em.available("cuda")[:1]
+
+
+@pytest.fixture(autouse=True)
+def _graph_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests share cuda:0, and a device keeps at most MAX_GRAPHS captured graphs: each test
+    gets room for its own captures, whatever ran before it in the process."""
+    if _CUDA:
+        held = _CUDA[0].actor.graphs
+        if held is not None:
+            monkeypatch.setattr(step_graphs, "MAX_GRAPHS", held._graphs + step_graphs.MAX_GRAPHS)
 
 
 def _refused_dtype(error: BaseException) -> DTypeError | None:
