@@ -112,7 +112,6 @@ class Gemm:
         self._check("cublasSetPointerMode_v2",
                     self._lib.cublasSetPointerMode_v2(handle, _POINTER_MODE_HOST))
         stream = cupy.cuda.get_current_stream() if stream is None else stream
-        self.stream_ptr = stream.ptr
         self._check("cublasSetStream_v2",
                     self._lib.cublasSetStream_v2(handle, ctypes.c_void_p(stream.ptr)))
         # After the stream (setting one puts cuBLAS's default workspace pool back), held

@@ -6,8 +6,8 @@ allocates, its outputs and its intermediates, keeps its address for the graph's 
 and no other work is ever handed that memory. Matmuls are cuBLAS calls CuPy lets a
 capture hold (gemm.py); generated kernels were compiled and autotuned by the step's
 first, uncaptured run. Independent products run on a second stream, ordered against
-the first by events (side_stream.py), so the graph runs them side by side; ``SIDE_STREAM = False`` (or
-``EMBER_SIDE_STREAM=0``) keeps captures on one stream.
+the first by events (side_stream.py), so the graph runs them side by side;
+``SIDE_STREAM = False`` (or ``EMBER_SIDE_STREAM=0``) keeps captures on one stream.
 """
 
 from __future__ import annotations
