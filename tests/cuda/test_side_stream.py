@@ -67,6 +67,13 @@ class Capture:
         assert self.placement.run(op, inputs, launch, shape=out.shape) is out
         return out
 
+    def side_by_side(self, x: Buffer) -> tuple[Buffer, Buffer]:
+        """Two independent products of ``x``: "p" on the main stream, "q" on the side."""
+        p = self.op("p", "matmul", [x, x], Buffer(*x.shape))
+        q = self.op("q", "matmul", [x, x], Buffer(*x.shape))
+        assert (self.ran["p"], self.ran["q"]) == (MAIN, SIDE)
+        return p, q
+
 
 def test_the_estimate_weighs_products_by_multiply_adds() -> None:
     a, b = Buffer(2048, 768), Buffer(768, 3072)
@@ -107,8 +114,7 @@ def test_a_linears_input_and_weight_gradients_run_side_by_side() -> None:
 def test_waits_are_only_for_points_not_waited_for_yet() -> None:
     c = Capture()
     a = Buffer(1024, 1024)
-    p = c.op("p", "matmul", [a, a], Buffer(1024, 1024))  # main
-    q = c.op("q", "matmul", [a, a], Buffer(1024, 1024))  # side: waits for the start
+    p, q = c.side_by_side(a)  # the side one waits for the capture's start
     r = c.op("r", "matmul", [a, a], Buffer(1024, 1024))  # main again (it frees first)
     assert [c.ran[k] for k in "pqr"] == [MAIN, SIDE, MAIN]
     waits = len(c.streams.waits)
@@ -137,8 +143,7 @@ def test_a_product_reading_the_main_streams_last_output_follows_it() -> None:
 def test_views_follow_their_input_and_other_ops_stay_on_the_main_stream() -> None:
     c = Capture()
     a = Buffer(1024, 1024)
-    c.op("p", "matmul", [a, a], Buffer(1024, 1024))
-    q = c.op("q", "matmul", [a, a], Buffer(1024, 1024))
+    _, q = c.side_by_side(a)
     view = c.op("view", "reshape", [q], Buffer(1024 * 1024, base=q))
     assert c.ran["view"] == SIDE
     c.op("exp", "exp", [a], Buffer(1024, 1024))  # independent, not a product: main
@@ -171,19 +176,18 @@ def test_a_side_made_value_the_main_stream_read_is_held_until_the_side_waits_pas
     c = Capture()
     placement = c.placement
     x, big = Buffer(1024, 1024), Buffer(4096, 4096)
-    c.op("p", "matmul", [x, x], Buffer(1024, 1024))
-    s = c.op("s", "matmul", [x, x], Buffer(1024, 1024))
+    _, s = c.side_by_side(x)
     c.op("read", "neg", [s], Buffer(1024, 1024))  # main point 2 reads s
     m = c.op("m", "neg", [x], Buffer(1024, 1024))  # main point 3
     # A long product on the main stream (it reads the main stream's newest value: a tie,
     # which the main stream takes).
     made_big = c.op("made_big", "neg", [big], Buffer(4096, 4096))
     c.op("big", "matmul", [made_big, made_big], Buffer(4096, 4096))
-    assert (c.ran["s"], c.ran["read"], c.ran["big"]) == (SIDE, MAIN, MAIN)
+    assert (c.ran["q"], c.ran["read"], c.ran["big"]) == (SIDE, MAIN, MAIN)
     placement.hold(s)
     assert [v for v, _, _ in placement._held] == [s]
-    c.op("q", "matmul", [m, m], Buffer(1024, 1024))  # the side starts sooner: waits for m
-    assert c.ran["q"] == SIDE
+    c.op("later", "matmul", [m, m], Buffer(1024, 1024))  # the side starts sooner: waits for m
+    assert c.ran["later"] == SIDE
     assert c.streams.waits[-1] == (SIDE, ("event", MAIN, 5))  # m's point, past the read
     assert placement._held == []
 
@@ -207,8 +211,7 @@ def test_holding_past_the_limit_makes_both_streams_wait_for_each_other(
 def test_join_waits_for_the_side_streams_last_point_once() -> None:
     c = Capture()
     x = Buffer(1024, 1024)
-    c.op("p", "matmul", [x, x], Buffer(1024, 1024))
-    c.op("q", "matmul", [x, x], Buffer(1024, 1024))
+    c.side_by_side(x)
     c.placement.join()
     assert c.streams.waits[-1] == (MAIN, ("event", SIDE, 3))
     waits = len(c.streams.waits)
@@ -224,8 +227,7 @@ def test_join_waits_for_the_side_streams_last_point_once() -> None:
 def test_fused_groups_name_their_outputs() -> None:
     c = Capture()
     x = Buffer(1024, 1024)
-    c.op("p", "matmul", [x, x], Buffer(1024, 1024))
-    q = c.op("q", "matmul", [x, x], Buffer(1024, 1024))
+    _, q = c.side_by_side(x)
     outs = [(7, Buffer(1024, 1024)), (8, Buffer(1024, 1024))]
     c.placement.run("fused", [q, x], lambda: outs, lambda values: [v for _, v in values])
     waits = len(c.streams.waits)

@@ -41,6 +41,8 @@ _BYTES_PER_S = 3.5e12
 _KERNEL_S = 3e-6
 # Dropped values held past this many bytes: both streams wait for each other, and all go.
 HOLD_LIMIT = 256 << 20
+# Where a buffer made before the capture comes from: the main stream's start.
+_BEFORE = (MAIN, 0, 0.0)
 
 
 def seconds(op: str, inputs: Sequence[Any], shape: tuple[int, ...] | None = None) -> float:
@@ -61,14 +63,12 @@ class TwoStreams:
     ``streams`` does the stream work: ``record(s)`` records an event after the work given
     to stream ``s`` so far and returns it, ``wait(s, event)`` makes ``s`` wait for one,
     and ``on(s)`` is a context in which launches go to stream ``s``. ``key(array)`` names
-    the allocation an array lives in (a view: its base's); ``nbytes(array)`` what it holds.
+    the allocation an array lives in (a view: its base's).
     """
 
-    def __init__(self, streams: Any, key: Callable[[Any], int],
-                 nbytes: Callable[[Any], int] = lambda x: x.nbytes) -> None:
+    def __init__(self, streams: Any, key: Callable[[Any], int]) -> None:
         self._streams = streams
         self._key = key
-        self._nbytes = nbytes
         # Per stream: the events after each of its ops (point p: events[s][p]; point 0 is
         # the capture's start on the main stream, the side stream's ops count from 1),
         # when its queued work ends (estimated), and the other stream's last point it has
@@ -90,7 +90,7 @@ class TwoStreams:
         result's, if one."""
         keys = [self._key(x) for x in inputs]
         made = self._made
-        sources = [made.get(k, (MAIN, 0, 0.0)) for k in keys]
+        sources = [made.get(k, _BEFORE) for k in keys]
         ready = max((at for _, _, at in sources), default=0.0)
         if op in PRODUCTS:
             cost = seconds(op, inputs, shape)
@@ -135,19 +135,19 @@ class TwoStreams:
         self._waited[stream] = max(self._waited[stream], point)
         if self._held:
             kept = [(v, s, p) for v, s, p in self._held if not (s == stream and p <= point)]
-            self._held_bytes = sum(self._nbytes(v) for v, _, _ in kept)
+            self._held_bytes = sum(v.nbytes for v, _, _ in kept)
             self._held = kept
 
     def hold(self, value: Any) -> None:
         """Keep a dropped ``value`` while the stream other than its own may still read it."""
         k = self._key(value)
-        own = self._made.get(k, (MAIN, 0, 0.0))[0]
+        own = self._made.get(k, _BEFORE)[0]
         other = 1 - own
         last = self._read.get(k)
         if last is None or last[other] == 0 or last[other] <= self._waited[own]:
             return  # the other stream never read it, or its own has waited past the read
         self._held.append((value, own, last[other]))
-        self._held_bytes += self._nbytes(value)
+        self._held_bytes += value.nbytes
         if self._held_bytes > HOLD_LIMIT:
             self._sync_both()
 
