@@ -120,6 +120,12 @@ class GraphedStep:
                    for out, (shape, dtype, device) in zip(outs, layout))
         return _rebuild(tree, handles)
 
+    @property
+    def device_captures(self) -> bool:
+        """Whether the device captures and replays steps (a CUDA device); elsewhere calls
+        just run ``fn``."""
+        return resolve_device(self._device).actor.graphs is not None
+
     def graph_stats(self) -> dict[str, int]:
         """Steps captured, replayed and refused (a capture that failed) on the device so
         far, and the ops its latest capture ran on a second stream beside the first

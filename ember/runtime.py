@@ -78,9 +78,11 @@ def graphed(fn: Callable[..., Any], device: Device | str | None = None, *,
     into the graph's own buffers first); the host's per-op work on the device's worker
     is skipped. Results are the eager ones, bit for bit (the same kernels). What keeps
     a call from replaying: other shapes, dtypes or ops, a scalar that changes per call
-    (Adam without ``capturable=True``, a scheduled learning rate; seeded random ops), a
-    read, sync or upload inside ``fn`` (the step then runs at once, uncaptured), or a
-    capture the device refused (that kind of step then always runs as it is).
+    (Adam without ``capturable=True``, whose learning rate and bias corrections are
+    device values with it; seeded random ops), a read, sync or transfer inside ``fn``
+    (the step then runs at once, uncaptured; an upload runs ahead of the step, which
+    reads it as an input), or a capture the device refused (that kind of step then
+    always runs as it is).
 
     ``pure=True`` promises that ``fn``'s results depend only on its arguments (tensors,
     and hashable values that select a graph per value) and on tensors it reads that stay

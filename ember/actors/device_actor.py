@@ -475,8 +475,13 @@ class DeviceActor:
                 plain.append(msg)
             elif kind is Call or kind is MultiCall or kind is Drop:
                 self._step.append(msg)
+            elif kind is Upload:
+                # Reads nothing, so it may run ahead of the open step: a batch a loader
+                # thread uploads meanwhile (or a value the step itself uploads) becomes
+                # one of the step's inputs instead of keeping the step from its graph.
+                self.run_messages([msg])
             else:
-                # A read, sync, upload or transfer inside a step: the step so far runs now,
+                # A read, sync or transfer inside a step: the step so far runs now,
                 # uncaptured (a reader must not wait for a step's end that comes after it).
                 plain.extend(self._step)
                 plain.append(msg)

@@ -15,9 +15,10 @@ buffers and replay it. A step runs as it is, uncaptured, when:
 - its signature differs from every captured one (other shapes, dtypes, ops, scalar
   values: a learning rate or bias correction that changes every step makes every step
   new), or the device holds ``MAX_GRAPHS`` graphs already;
-- it reads, syncs, uploads or transfers inside (a host read cannot be captured): the
-  worker runs it at once instead of collecting it, so the reader never waits on a step
-  that would only end after the read;
+- it reads, syncs or transfers inside (a host read cannot be captured): the worker runs
+  it at once instead of collecting it, so the reader never waits on a step that would
+  only end after the read (an upload inside a step, from any thread, runs ahead of the
+  step instead: it reads nothing, and the step reads it as an input);
 - an input failed, or its capture failed (an op the capture refuses): that signature
   is refused from then on.
 

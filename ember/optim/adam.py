@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.dtype import float32, float64
-from ember.ops.creation import full, zeros
+import numpy as np
+
+from ember.dtype import DType, float32, float64
+from ember.ops.creation import full, tensor, zeros
 from ember.optim.optimizer import Optimizer, check_hyperparams
 from ember.tensor import Tensor
 
@@ -27,10 +29,12 @@ class Adam(Optimizer):
         amsgrad: use the maximum of past second moments. Default False.
         maximize: ascend instead. Default False.
         capturable: keep ``t`` as a tensor on the parameter's device and compute the bias
-            corrections there (PyTorch's ``capturable``), so every step issues the same
+            corrections there (PyTorch's ``capturable``), the learning rate a device value
+            too (uploaded again when ``opt.lr`` changes), so every step issues the same
             kernels with the same scalars and an ``em.graphed`` training step replays as
-            a CUDA graph. The corrections are then rounded in the parameter's float
-            (float32 below float64) instead of computed in Python's float64. Default False.
+            a CUDA graph, a scheduled learning rate included. The corrections are then
+            rounded in the parameter's float (float32 below float64) instead of computed
+            in Python's float64. Default False.
 
     State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq``).
 
@@ -48,6 +52,22 @@ class Adam(Optimizer):
         super().__init__(params, check_hyperparams(
             name, lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=bool(amsgrad),
             maximize=bool(maximize), capturable=bool(capturable)))
+        self._device_lrs: dict[tuple[str, str], tuple[float, Tensor]] = {}
+
+    @property
+    def capturable(self) -> bool:
+        return self.hyperparams["capturable"]  # the constructor's flag
+
+    def _device_lr(self, param: Tensor) -> Tensor:
+        """``lr`` as a 0-d tensor on ``param``'s device, in the step count's float: one
+        upload per device and value, read by every parameter's update."""
+        dtype = _step_dtype(param)
+        key = (param.device.inner.name, dtype.name)
+        cached = self._device_lrs.get(key)
+        if cached is None or cached[0] != self.lr:
+            value = np.array(self.lr, dtype=dtype.name)
+            cached = self._device_lrs[key] = (self.lr, tensor(value, device=param.device.inner))
+        return cached[1]
 
     def state_keys(self) -> tuple[str, ...]:
         keys = ("step", "exp_avg", "exp_avg_sq")
@@ -66,7 +86,9 @@ class Adam(Optimizer):
                      state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
         h = self.hyperparams
         lr, (beta1, beta2), eps, weight_decay = h["lr"], h["betas"], h["eps"], h["weight_decay"]
-        step = _device_step(state["step"], param) if h["capturable"] else state["step"]
+        step = state["step"]
+        if h["capturable"]:
+            step, lr = _device_step(step, param), self._device_lr(param)
         step = step + 1
         if h["maximize"]:
             grad = -grad
@@ -109,5 +131,8 @@ def _device_step(step: int | Tensor, param: Tensor) -> Tensor:
     """A capturable step count: a 0-d tensor on ``param``'s device (from a restored int)."""
     if isinstance(step, Tensor):
         return step
-    dtype = float64 if param.dtype == float64 else float32
-    return full((), float(step), dtype=dtype, device=param.device.inner)
+    return full((), float(step), dtype=_step_dtype(param), device=param.device.inner)
+
+
+def _step_dtype(param: Tensor) -> DType:
+    return float64 if param.dtype == float64 else float32

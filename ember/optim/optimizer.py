@@ -87,6 +87,14 @@ class Optimizer:
     def lr(self, value: float) -> None:
         self.hyperparams["lr"] = _check_lr(type(self).__name__, value)
 
+    @property
+    def capturable(self) -> bool:
+        """Whether every step issues the same kernels with the same scalars (step counts
+        and learning rate held on the device), so that a training step which includes the
+        update replays as one CUDA graph (``em.graphed``; the ``Learner`` then captures
+        the update with the forward and backward). False unless the algorithm says so."""
+        return False
+
     def step(self, grads: Any) -> None:
         """Update every parameter that has a gradient in ``grads``; returns at once.
 

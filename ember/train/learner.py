@@ -29,6 +29,7 @@ import trio
 from ember.autodiff.engine import Gradients
 from ember.autodiff.graph import no_record
 from ember.device import Device
+from ember.graphed_step import GraphedStep
 from ember.nn.module import Module
 from ember.ops._core import resolve_device
 from ember.ops.creation import random_state, set_random_state
@@ -79,6 +80,13 @@ class Learner:
         progress: show a progress bar (only on a terminal).
         accumulation_steps: sum gradients over this many batches per update.
         early_stopping: an ``EarlyStopping`` rule.
+        graphed: run steps as ``em.graphed`` steps where the devices capture CUDA graphs:
+            each kind of step (the full batch, the last partial one) is captured at its
+            second call and replayed from then on, so the devices' workers skip their
+            per-op host work. The forward and backward of each replica are one step; with
+            one device, no accumulation and a capturable optimizer (``Adam(...,
+            capturable=True)``), the update, clipping and all, joins them in one graph.
+            Default True (a device without graphs runs steps as they are).
     """
 
     def __init__(self, model: Module, optimizer: Any, loss_fn: Callable, *,
@@ -87,7 +95,8 @@ class Learner:
                  checkpoint_dir: str | os.PathLike | None = None, scheduler: Any = None,
                  grad_clip: float | None = None, progress: bool = True,
                  accumulation_steps: int = 1, early_stopping: EarlyStopping | None = None,
-                 keep_checkpoints: int = 3, scheduler_interval: str = "epoch") -> None:
+                 keep_checkpoints: int = 3, scheduler_interval: str = "epoch",
+                 graphed: bool = True) -> None:
         if accumulation_steps < 1:
             raise ValueError(f"Learner: accumulation_steps must be >= 1, got {accumulation_steps}")
         if scheduler_interval not in ("epoch", "step"):
@@ -112,6 +121,15 @@ class Learner:
         self.early_stopping = early_stopping
         self.keep_checkpoints = keep_checkpoints
         self.history = History()
+        # The whole training step as one graphed step where it can be one graph (else
+        # None), or each replica's forward and backward as a step of its device.
+        steps = [GraphedStep(self._gradients, d) for d in self.devices]
+        captured = graphed and all(step.device_captures for step in steps)
+        self._whole_step = (GraphedStep(self._train_step, self.devices[0])
+                            if captured and len(self.devices) == 1 and accumulation_steps == 1
+                            and optimizer.capturable else None)
+        self._replica_steps = (steps if captured and self._whole_step is None
+                               else [self._gradients] * len(self.devices))
         self.epoch = 0
         self.step = 0
         self._best: float | None = None
@@ -249,6 +267,9 @@ class Learner:
             pending: list[list[Gradients]] = []
             async for parts in receive:
                 items = sum(p[1][0].shape[0] for p in parts)
+                if self._whole_step is not None:
+                    await send.send(self._whole_step(parts, items))
+                    continue
                 record, grads = self._forward_backward(parts, items)
                 pending.append(grads)
                 if len(pending) == self.accumulation_steps:
@@ -258,23 +279,36 @@ class Learner:
             if pending:
                 self._apply(pending)
 
+    def _train_step(self, parts: list, items: int) -> _StepRecord:
+        """Forward, backward and update of one batch (``_whole_step``'s function)."""
+        record, grads = self._forward_backward(parts, items)
+        self._apply([grads])
+        return record
+
     def _forward_backward(self, parts: list, items: int) -> tuple[_StepRecord, list[Gradients]]:
         grads, outputs, targets, losses = [], [], [], []
         scale = 1.0 / self.accumulation_steps
-        for replica, (inputs, target) in zip(self.replicas, parts):
+        for step, replica, (inputs, target) in zip(self._replica_steps, self.replicas, parts):
             share = target[0].shape[0] / items
-            out = replica(*inputs)
-            loss = self.loss_fn(out, *target)
-            grads.append((loss * (share * scale)).backward())
+            out, loss, replica_grads = step(replica, inputs, target, share * scale)
+            grads.append(replica_grads)
             with no_record():
-                outputs.append(out.detach())
+                outputs.append(out)
                 targets.append(target[0])
-                losses.append(loss.detach().to(self.devices[0].inner) * share)
+                losses.append(loss.to(self.devices[0].inner) * share)
         with no_record():
             total = losses[0]
             for part in losses[1:]:
                 total = total + part
         return _StepRecord(total, outputs, targets, items, self.optimizer.lr), grads
+
+    def _gradients(self, replica: Module, inputs: tuple, target: tuple,
+                   weight: float) -> tuple[Tensor, Tensor, Gradients]:
+        """One replica's forward and backward: (output, loss, gradients of loss · weight)."""
+        out = replica(*inputs)
+        loss = self.loss_fn(out, *target)
+        grads = (loss * weight).backward()
+        return out.detach(), loss.detach(), grads
 
     def _apply(self, pending: list[list[Gradients]]) -> None:
         """All-reduce (replicas and accumulated batches), clip, update, sync replicas."""

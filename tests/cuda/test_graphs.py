@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -171,6 +172,33 @@ def test_a_read_inside_a_step_runs_it_at_once_uncaptured() -> None:
         np.testing.assert_array_equal(em.graphed(step, device)().numpy(),
                                       np.arange(4) * 3.0 + 18.0)
     assert capturer.calls == []
+
+
+def test_an_upload_inside_a_step_runs_ahead_of_it_as_an_input() -> None:
+    """A value the step uploads (its own, or a loader thread's meanwhile) reads nothing:
+    it runs before the step, which reads it as an input and still replays."""
+    capturer = RecordingCapturer()
+    device = device_with(capturer)
+    x = em.from_numpy(np.arange(4, dtype=np.float32), device=device)
+    uploaded = []
+
+    def upload_from_another_thread() -> None:
+        uploaded.append(em.from_numpy(np.ones(3, dtype=np.float32), device=device))
+
+    def step():
+        scale = em.from_numpy(np.full(4, 2.0, dtype=np.float32), device=device)
+        loader = threading.Thread(target=upload_from_another_thread)
+        loader.start()
+        loader.join()
+        return x * scale + 1.0
+
+    graphed = em.graphed(step, device)
+    for _ in range(4):
+        np.testing.assert_array_equal(graphed().numpy(), np.arange(4) * 2.0 + 1.0)
+    assert graphed.graph_stats()["replays"] == 2
+    # Each replay copies in the new upload (x, the same id, stays in its buffer).
+    assert capturer.calls[3:].count("copy_into") == 1 + 2
+    np.testing.assert_array_equal(np.stack([u.numpy() for u in uploaded]), np.ones((4, 3)))
 
 
 def test_graphed_on_a_device_without_graphs_just_calls() -> None:

@@ -50,7 +50,7 @@ def test_a_missing_rank_fails_the_read_and_the_device_carries_on():
     np.testing.assert_array_equal((x + 1).numpy(), np.full(8, 2.0, np.float32))
 
 
-def _fit(devices: list[em.Device]) -> train.Learner:
+def _fit(devices: list[em.Device], graphed: bool = True) -> train.Learner:
     rng = np.random.default_rng(1)
     x = rng.standard_normal((512, 32)).astype(np.float32)
     y = (x[:, :4].sum(axis=1) > 0).astype(np.int64)
@@ -58,15 +58,19 @@ def _fit(devices: list[em.Device]) -> train.Learner:
     model = nn.Sequential(nn.Linear(32, 64, device=em.cpu().autodiff()), nn.ReLU(),
                           nn.Linear(64, 2, device=em.cpu().autodiff()))
     learner = train.Learner(model, optim.Adam(model.parameters(), lr=1e-2), nn.F.cross_entropy,
-                            devices=devices, progress=False)
+                            devices=devices, progress=False, graphed=graphed)
     learner.fit_sync(train.DataLoader((x, y), batch_size=128), epochs=2)
     return learner
 
 
-def test_learner_on_two_gpus_matches_one():
-    single = _fit([em.cuda(0)])
-    parallel = _fit([em.cuda(0), em.cuda(1)])
+@pytest.mark.parametrize("graphed", [True, False])
+def test_learner_on_two_gpus_matches_one(graphed):
+    """Each replica's forward and backward replayed as its GPU's graph, or run eagerly."""
+    single = _fit([em.cuda(0)], graphed)
+    parallel = _fit([em.cuda(0), em.cuda(1)], graphed)
     assert [d.name for d in replicas.collective_devices(parallel.replicas)] == ["cuda:0", "cuda:1"]
+    if graphed:  # 8 steps: one seen, one captured, the rest replayed
+        assert [s.graph_stats()["replays"] >= 6 for s in parallel._replica_steps] == [True] * 2
     a, b = (r.state_dict() for r in parallel.replicas)
     reference = single.model.state_dict()
     for k in a:

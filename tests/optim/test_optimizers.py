@@ -338,12 +338,13 @@ def test_step_returns_while_the_device_is_busy(name, monkeypatch):
 @pytest.mark.parametrize("cls", ["Adam", "AdamW"])
 @pytest.mark.parametrize("options", ADAM_CASES[::3], ids=ids(ADAM_CASES[::3]))
 def test_capturable_adam_matches_torch(cls, options):
-    """The step count and bias corrections live on the device (float64 here): the same
-    updates as PyTorch's Python-float corrections, to rounding."""
+    """The step count, bias corrections and learning rate live on the device (float64
+    here): the same updates as PyTorch's Python floats, to rounding, a changed rate too."""
     twin, opt, _ = run_both(
         f"cap-{cls}{options}",
         lambda ps: getattr(optim, cls)(ps, lr=0.01, eps=1e-6, capturable=True, **options),
-        lambda ps: getattr(torch.optim, cls)(ps, lr=0.01, eps=1e-6, foreach=False, **options))
+        lambda ps: getattr(torch.optim, cls)(ps, lr=0.01, eps=1e-6, foreach=False, **options),
+        lr_changes={4: 0.005, 8: 0.02})
     step = opt.state[twin.params[0].id]["step"]
     assert isinstance(step, em.Tensor) and step.shape == () and step.item() == STEPS
 
@@ -366,7 +367,8 @@ def test_capturable_adam_round_trips_its_device_step(tmp_path):
 @pytest.mark.parametrize("capturable", [False, True])
 def test_only_a_capturable_adam_step_repeats_as_a_graph(capturable):
     """em.graphed captures a step whose kernels and scalars repeat: Adam's Python-float
-    bias corrections change every step, a capturable Adam's live in a tensor."""
+    bias corrections change every step, a capturable Adam's live in a tensor, as does its
+    learning rate, which a schedule changes here every step."""
     from ember.actors.step_graphs import StepGraphs
     from tests.cuda.test_graphs import RecordingCapturer
 
@@ -382,6 +384,9 @@ def test_only_a_capturable_adam_step_repeats_as_a_graph(capturable):
         return loss
 
     step = em.graphed(train_step, device)
-    for _ in range(5):
+    for k in range(5):
+        opt.lr = 0.01 / (k + 1)
         step().item()
     assert step.graph_stats()["captures"] == int(capturable)
+    # The first step makes the state, the second is a kind seen once, the third captured.
+    assert step.graph_stats()["replays"] == 2 * int(capturable)
