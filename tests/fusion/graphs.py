@@ -290,8 +290,12 @@ def graphs(draw, vocabulary: Vocabulary = FLOATING, max_nodes: int = 12) -> dict
             nodes.append(["clamp", value(), _scalar_or_ref(low), _scalar_or_ref(high)])
         elif kind == "where":
             a, b = value(), operand()
+            # One branch a value: two int scalars would make an int tensor in a floating
+            # graph, which a later mean refuses (a DTypeError, not a fusion failure).
+            branches = (value(), operand())
             nodes.append(["where", draw(st.sampled_from(COMPARISONS)),
-                          *((b, a) if draw(st.booleans()) else (a, b)), operand(), operand()])
+                          *((b, a) if draw(st.booleans()) else (a, b)),
+                          *(branches[::-1] if draw(st.booleans()) else branches)])
         else:
             nodes.append(["cast", value(), draw(st.sampled_from(words.cast_dtypes))])
         if len(shapes) == n_values:  # elementwise: the operands' broadcast shape
