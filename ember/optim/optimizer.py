@@ -27,6 +27,7 @@ import numpy as np
 from ember.autodiff.graph import no_record
 from ember.errors import DTypeError, ShapeError
 from ember.nn.param import Param
+from ember.ops._core import pinned_site, user_site
 from ember.tensor import Tensor
 
 
@@ -103,7 +104,8 @@ class Optimizer:
         backward) is skipped, as PyTorch skips a ``None`` grad. Nothing is
         read: the new values and state are futures of ops queued on the device.
         """
-        with no_record():
+        # Every update op would find the same first line outside ember: found once.
+        with no_record(), pinned_site(user_site()):
             for param in self.params:
                 grad = grads.get(param.value)
                 if grad is None:

@@ -15,7 +15,7 @@ from ember.actors.step_graphs import StepGraphs
 from tests.cuda.test_graphs import RecordingCapturer
 from tests.train.test_learner import _blobs
 
-_fresh = itertools.count(940)
+_fresh = itertools.count(1100)  # apart from the other tests' CPU devices
 
 # 200 samples in batches of 16: 12 full batches and a last one of 8 per epoch.
 FULL, PARTIAL = 12, 1
