@@ -39,7 +39,7 @@ from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Recei
                              ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.stats import Stats
-from ember.actors.waiter import Waiter
+from ember.actors.waiter import Later, Waiter
 from ember.dtype import storage_name
 from ember.errors import KernelError
 from ember.kernels.fusion.planner import (ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS,
@@ -153,6 +153,8 @@ class DeviceActor:
         # dtype), so that a dtype the device cannot hold raises on the caller's line:
         # check_dtype(dtype_name, op, values=None), values being an upload's host array.
         self.check_dtype: Any = getattr(backend, "check_dtype", None)
+        # A GPU's reads queued on its stream, waited for by the reader (None: read now).
+        self._backend_read_later: Any = getattr(backend, "read_later", None)
         self.max_ops = max_ops
         if max_bytes is None:
             max_bytes = (int(_MAX_BYTES_SETTING) if _MAX_BYTES_SETTING
@@ -731,6 +733,10 @@ class DeviceActor:
 
     def _on_fetch(self, msg: Fetch) -> None:
         waiter = self._waiters.pop(msg.ticket)
+        later = self._read_later(msg.id)
+        if later is not None:
+            waiter.resolve(later)
+            return
         self._resolve_if_tainted(msg.id)
         err = self._failed.get(msg.id)
         if err is not None:
@@ -742,6 +748,27 @@ class DeviceActor:
             waiter.resolve(error=_kernel_error("read", ("<runtime>", 0), exc))
             return
         waiter.resolve(value)
+
+    def _read_later(self, tensor_id: int) -> Later | None:
+        """The read of a stored value as a copy in flight that its reader waits for (a
+        GPU backend's ``read_later``), the checks tainting it read along and judged
+        by the reader; None where the read is made now. The checks stay pending here
+        (resolved at a sync, a transfer or past ``MAX_PENDING``)."""
+        value = self._env.get(tensor_id)
+        if self._backend_read_later is None or value is None:
+            return None
+        taints = self._taints
+        taint = taints.of.get(tensor_id) if taints is not None else None
+        if not taint:
+            return self._backend_read_later(value)
+        origins = {check: taints.pending[check] for check in taint}
+
+        def failed(errors: dict) -> None:
+            check = next(check for check in taint if check in errors)  # as _resolve_checks
+            op, site = origins[check]
+            raise _kernel_error(op, site, errors[check])
+
+        return self._backend_read_later(value, taint, failed)
 
     def _on_check(self, msg: Check) -> None:
         waiter = self._waiters.pop(msg.ticket)

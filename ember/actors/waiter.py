@@ -3,7 +3,9 @@
 A blocking wait sleeps on a lock the worker releases. An ``await`` parks the
 trio task on a ``trio.Event`` that the worker sets through the run's trio
 token, so no thread is spent per await. A waiter may be waited on in both
-ways, several times, and after a cancelled await.
+ways, several times, and after a cancelled await. A GPU worker may resolve a
+read with a ``Later`` (its copy still in flight): the reader then waits for
+that too, so the worker never does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,21 @@ import trio
 
 # How often a blocked reader checks that the worker it waits on is still alive.
 _LIVENESS_POLL_S = 0.5
+
+
+class Later:
+    """A result still on its way when the worker resolves a waiter with it (a GPU's
+    device-to-host copy in flight): the reader, not the worker, waits for it."""
+
+    __slots__ = ()
+
+    def done(self) -> bool:
+        """Whether ``result()`` would return without waiting."""
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        """Wait for the result (on the caller's thread) and return it, or raise."""
+        raise NotImplementedError
 
 
 class Waiter:
@@ -48,7 +65,8 @@ class Waiter:
     def result(self) -> Any:
         if self._error is not None:
             raise self._error
-        return self._value
+        value = self._value
+        return value.result() if isinstance(value, Later) else value
 
     def wait(self, alive: Callable[[], bool], who: str) -> Any:
         """Block the calling thread until resolved; never hangs on a dead worker."""
@@ -69,4 +87,9 @@ class Waiter:
                 else:
                     event.set()
             await event.wait()
+        value = self._value
+        if isinstance(value, Later) and not value.done():
+            # Its wait blocks a thread: not trio's. Abandoned on cancellation, the copy
+            # still lands, and a later wait finds it done.
+            await trio.to_thread.run_sync(value.result, abandon_on_cancel=True)
         return self.result()

@@ -12,16 +12,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 import cupy
 import numpy as np
 
+from ember.actors.waiter import Later
 from ember.kernels.cache import cache_dir
 from ember.kernels.cupy import codegen
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
 from ember.kernels.cupy.range_checks import RangeChecks
+from ember.kernels.cupy.reads import MAX_BYTES as MAX_READ_BYTES
+from ember.kernels.cupy.reads import Reads
 from ember.kernels.cupy.side_stream import TwoStreams
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
@@ -73,6 +77,7 @@ class CupyBackend:
         # Held for the worker's life: the stream stays current on its thread.
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
+        self.reads = Reads()
         # While a step is captured: which stream each op runs on (graphs.py, side_stream.py).
         self.two_streams: TwoStreams | None = None
         # Back-pressure in bytes: a quarter of the GPU's memory, so a chain of large
@@ -149,6 +154,27 @@ class CupyBackend:
         host = value.get(stream=self.stream)
         host.flags.writeable = False  # a read is a snapshot, as on the CPU
         return host
+
+    def read_later(self, value: cupy.ndarray, checks: Any = None,
+                   failed: Callable[[dict], None] | None = None) -> Later | None:
+        """``to_host`` without waiting: the copy queued behind the value's kernels, the
+        reader waiting for it (reads.py); None for a read too large or empty for that.
+        With ``checks`` (range checks tainting the value), a copy of their records comes
+        along, and ``failed(errors by check)`` raises for those that failed."""
+        if not 0 < value.nbytes <= MAX_READ_BYTES:
+            return None
+        deferred = self.deferred
+
+        def finish(copies: list[np.ndarray]) -> np.ndarray:
+            if checks:
+                errors = deferred.failures(checks, copies[1])
+                if errors:
+                    failed(errors)
+            copies[0].flags.writeable = False  # a read is a snapshot, as on the CPU
+            return copies[0]
+
+        arrays = [value, deferred.table] if checks else [value]
+        return self.reads.start(self.stream, arrays, finish)
 
     def export(self, value: cupy.ndarray) -> cupy.ndarray:
         """The array itself, once this stream has finished writing it (another thread's

@@ -106,16 +106,28 @@ class RangeChecks:
         for check in checks:
             check.kept = True
 
-    def resolve(self, checks: list[RangeCheck]) -> dict[RangeCheck, Exception]:
-        """The error of every check in ``checks`` that failed (waits for the worker's
-        stream, the current one); frees the slots not kept and resets the failed ones."""
-        records = self._table.get()
+    @property
+    def table(self) -> cupy.ndarray:
+        """The slots' records on the device (what ``failures`` reads a host copy of)."""
+        return self._table
+
+    @staticmethod
+    def failures(checks: Any, records: np.ndarray) -> dict[RangeCheck, Exception]:
+        """The error of every check in ``checks`` that failed, by a host copy of the
+        table taken after their kernels ran."""
         failed: dict[RangeCheck, Exception] = {}
         for check in checks:
             below, above = (int(v) for v in records[check.slot])
             if below != _NONE_BELOW or above != _NONE_ABOVE:
                 bad = below if below != _NONE_BELOW else above
                 failed[check] = range_error(check.op, bad, check.dim, check.size)
+        return failed
+
+    def resolve(self, checks: list[RangeCheck]) -> dict[RangeCheck, Exception]:
+        """The error of every check in ``checks`` that failed (waits for the worker's
+        stream, the current one); frees the slots not kept and resets the failed ones."""
+        failed = self.failures(checks, self._table.get())
+        for check in checks:
             if not check.kept:
                 self._free.append(check.slot)
         if failed:
