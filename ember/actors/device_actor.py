@@ -752,8 +752,8 @@ class DeviceActor:
     def _read_later(self, tensor_id: int) -> Later | None:
         """The read of a stored value as a copy in flight that its reader waits for (a
         GPU backend's ``read_later``), the checks tainting it read along and judged
-        by the reader; None where the read is made now. The checks stay pending here
-        (resolved at a sync, a transfer or past ``MAX_PENDING``)."""
+        by the reader; None where the read is made now. Passed checks stay pending
+        here (resolved at a sync, a transfer or past ``MAX_PENDING``)."""
         value = self._env.get(tensor_id)
         if self._backend_read_later is None or value is None:
             return None
@@ -764,6 +764,10 @@ class DeviceActor:
         origins = {check: taints.pending[check] for check in taint}
 
         def failed(errors: dict) -> None:
+            # Rare, so the reader has the worker resolve every check now, as a read did
+            # before: their slots reset for later replays, the values they spoiled
+            # failed; this value's error is the one it raises.
+            self.wait(self.check(tensor_id))
             check = next(check for check in taint if check in errors)  # as _resolve_checks
             op, site = origins[check]
             raise _kernel_error(op, site, errors[check])

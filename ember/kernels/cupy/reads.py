@@ -73,9 +73,9 @@ class Reads:
             self._landing.popleft()
         staged, blocks = [], []
         for array in arrays:
-            source = cupy.ascontiguousarray(array)
+            source = cupy.ascontiguousarray(array)  # 1-d for a 0-d array: shape from array
             block = cupy.cuda.alloc_pinned_memory(source.nbytes)
-            host = np.frombuffer(block, source.dtype, source.size).reshape(source.shape)
+            host = np.frombuffer(block, source.dtype, source.size).reshape(array.shape)
             cupy.cuda.runtime.memcpyAsync(host.ctypes.data, source.data.ptr, source.nbytes,
                                           cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
             staged.append(host)
