@@ -155,6 +155,9 @@ class DeviceActor:
         self.check_dtype: Any = getattr(backend, "check_dtype", None)
         # A GPU's reads queued on its stream, waited for by the reader (None: read now).
         self._backend_read_later: Any = getattr(backend, "read_later", None)
+        # The backend's host array for an upload's data, made on the uploading thread
+        # (a GPU's pinned memory): host_buffer(shape, numpy dtype) -> array or None.
+        self.host_buffer: Any = getattr(backend, "host_buffer", None)
         self.max_ops = max_ops
         if max_bytes is None:
             max_bytes = (int(_MAX_BYTES_SETTING) if _MAX_BYTES_SETTING

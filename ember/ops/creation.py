@@ -97,8 +97,17 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
         return out if dtype is None else out.astype(dtype)
     array, inferred = _infer_array(data, "tensor")
     target = resolve_dtype(dtype, inferred)
+    device = resolve_device(device)
+    # The device's own host buffer where it has one (a GPU's pinned memory, which its
+    # worker copies from without waiting), else a plain copy.
+    staged = None if device.actor.host_buffer is None else device.actor.host_buffer(
+        array.shape, target.np)
     with np.errstate(invalid="ignore", over="ignore"):  # NaN / inf to int: undefined, as in torch
-        copied = np.array(array, dtype=target.np, copy=True, order="C")
+        if staged is None:
+            copied = np.array(array, dtype=target.np, copy=True, order="C")
+        else:
+            copied = staged
+            np.copyto(copied, array, casting="unsafe")
     return upload(copied, target, device)
 
 

@@ -24,8 +24,7 @@ from ember.kernels.cupy import codegen
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
 from ember.kernels.cupy.range_checks import RangeChecks
-from ember.kernels.cupy.reads import MAX_BYTES as MAX_READ_BYTES
-from ember.kernels.cupy.reads import Reads
+from ember.kernels.cupy import host_copies
 from ember.kernels.cupy.side_stream import TwoStreams
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
@@ -77,7 +76,7 @@ class CupyBackend:
         # Held for the worker's life: the stream stays current on its thread.
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
-        self.reads = Reads()
+        self.host_copies = host_copies.HostCopies()
         # While a step is captured: which stream each op runs on (graphs.py, side_stream.py).
         self.two_streams: TwoStreams | None = None
         # Back-pressure in bytes: a quarter of the GPU's memory, so a chain of large
@@ -147,7 +146,12 @@ class CupyBackend:
         return two_streams.run("fused", inputs, lambda: self.fused.run(group, program, inputs),
                                lambda values: [value for _, value in values])
 
+    # Runs on the uploading thread: a pinned array to copy an upload's data into.
+    host_buffer = staticmethod(host_copies.staging)
+
     def upload(self, data: np.ndarray) -> cupy.ndarray:
+        if self.host_copies.is_staged(data):
+            return self.host_copies.upload(self.stream, data)
         return cupy.asarray(data)
 
     def to_host(self, value: cupy.ndarray) -> np.ndarray:
@@ -158,10 +162,10 @@ class CupyBackend:
     def read_later(self, value: cupy.ndarray, checks: Any = None,
                    failed: Callable[[dict], None] | None = None) -> Later | None:
         """``to_host`` without waiting: the copy queued behind the value's kernels, the
-        reader waiting for it (reads.py); None for a read too large or empty for that.
+        reader waiting for it (host_copies.py); None for a read too large or empty for that.
         With ``checks`` (range checks tainting the value), a copy of their records comes
         along, and ``failed(errors by check)`` raises for those that failed."""
-        if not 0 < value.nbytes <= MAX_READ_BYTES:
+        if not 0 < value.nbytes <= host_copies.MAX_BYTES:
             return None
         deferred = self.deferred
 
@@ -174,7 +178,7 @@ class CupyBackend:
             return copies[0]
 
         arrays = [value, deferred.table] if checks else [value]
-        return self.reads.start(self.stream, arrays, finish)
+        return self.host_copies.read(self.stream, arrays, finish)
 
     def export(self, value: cupy.ndarray) -> cupy.ndarray:
         """The array itself, once this stream has finished writing it (another thread's

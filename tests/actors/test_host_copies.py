@@ -1,4 +1,4 @@
-"""Reads the worker does not wait for (a GPU backend's ``read_later``, kernels/cupy/reads.py),
+"""Reads the worker does not wait for (a GPU backend's ``read_later``, kernels/cupy/host_copies.py),
 on the CPU: a NumPy backend whose reads are copies "in flight" until the test lands them,
 and whose gathers leave their range checks pending as a GPU's do (test_deferred.py)."""
 
@@ -12,7 +12,7 @@ import trio
 
 import ember as em
 from ember.actors.device_actor import DeviceActor
-from ember.kernels.cupy.reads import InFlightRead
+from ember.kernels.cupy.host_copies import InFlightRead
 from tests.actors.test_deferred import DeferringBackend, _fresh, _gathered
 
 
@@ -152,3 +152,45 @@ def test_an_in_flight_read_copies_out_of_its_staging_once() -> None:
     for _ in range(2):  # the same error at every read
         with pytest.raises(em.KernelError, match="bad index"):
             failing.result()
+
+
+class StagingBackend(DeferringBackend):
+    """Hands out its own host arrays for uploads (a GPU's pinned memory), noting them."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        super().__init__()
+        self.refuse = refuse
+        self.staged: list[np.ndarray] = []
+        self.received: list[np.ndarray] = []
+
+    def host_buffer(self, shape, dtype):
+        if self.refuse:
+            return None
+        buffer = np.empty(shape, dtype)
+        self.staged.append(buffer)
+        return buffer
+
+    def upload(self, data):
+        self.received.append(data)
+        return super().upload(data)
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_an_upload_is_copied_once_into_the_devices_own_host_buffer(refuse) -> None:
+    device = em.cpu(next(_fresh))
+    backend = StagingBackend(refuse)
+    device._actor = DeviceActor(device.name, backend)
+    try:
+        source = np.arange(6, dtype=np.int64).reshape(2, 3)
+        t = em.tensor(source, dtype=em.float32, device=device)
+        source[:] = -1  # the data was copied when tensor() returned
+        listed = em.tensor([[1.5, 2.5]], device=device)
+        np.testing.assert_array_equal(t.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+        np.testing.assert_array_equal(listed.numpy(), [[1.5, 2.5]])
+        assert [a.dtype for a in backend.received] == [np.float32, np.float32]
+        if refuse:
+            assert backend.staged == []
+        else:  # the buffers handed out are what the worker received: no second copy
+            assert [a is b for a, b in zip(backend.received, backend.staged)] == [True, True]
+    finally:
+        device._actor.stop()
