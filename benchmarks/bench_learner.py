@@ -13,6 +13,7 @@ with a device sync):
   every step); each batch's forward and backward replayed as a CUDA graph, Adam eager;
 - ``graphed=False``: every step eager (the Learner before its graphed steps);
 - ``Adam(capturable=True)``: the whole step, update included, replayed as one graph;
+- ``graphed='pure'``: that graph replayed without running the step's Python;
 - ``reads skipped``: the same with the metrics task handed zeros instead of reading
   (what reading the loss and outputs costs the steps);
 - ``ember step loop``: the loop written by hand: upload, forward, backward, Adam step,
@@ -182,8 +183,10 @@ def measure(workload: str, epochs: int) -> None:
         "Learner.fit, graphed=False": learner_epochs(workload, graphed=False),
         "Learner.fit": learner_epochs(workload),
         "Learner.fit, Adam(capturable=True)": learner_epochs(workload, capturable=True),
-        "Learner.fit, Adam(capturable=True), reads skipped":
-            learner_epochs(workload, capturable=True, skip_reads=True),
+        "Learner.fit, Adam(capturable=True), graphed='pure'":
+            learner_epochs(workload, capturable=True, graphed="pure"),
+        "Learner.fit, Adam(capturable=True), graphed='pure', reads skipped":
+            learner_epochs(workload, capturable=True, graphed="pure", skip_reads=True),
         "ember step loop": ember_loop_epochs(workload),
         "torch step loop": torch_loop_epochs(workload),
     }

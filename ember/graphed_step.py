@@ -121,6 +121,11 @@ class GraphedStep:
         return _rebuild(tree, handles)
 
     @property
+    def pure(self) -> bool:
+        """Whether calls replay without running ``fn`` once captured (``pure=True``)."""
+        return self._pure
+
+    @property
     def device_captures(self) -> bool:
         """Whether the device captures and replays steps (a CUDA device); elsewhere calls
         just run ``fn``."""

@@ -204,6 +204,7 @@ class DeviceActor:
         # em.graphed's steps: the messages of the open step (None: none open), and the
         # backend's capture of repeated steps (None: it has none; steps run as they are).
         self._step: list | None = None
+        self._step_uploads: set[int] = set()  # uploads run ahead of the open step
         self._stepping = False  # set by the first step_begin: batches then look for steps
         make_capturer = getattr(backend, "graph_capturer", None)
         self.graphs = StepGraphs(make_capturer()) if make_capturer is not None else None
@@ -469,11 +470,12 @@ class DeviceActor:
                 self.run_messages(plain)
                 plain = []
                 self._step = []
+                self._step_uploads = set()
             elif kind is StepEnd:
                 if self._step is not None:
                     step, self._step = self._step, None
                     if self.graphs is not None:
-                        self.graphs.run(self, step, msg)
+                        self.graphs.run(self, step, msg, self._step_uploads)
                     else:
                         self.run_messages(step)
             elif self._step is None:
@@ -485,6 +487,7 @@ class DeviceActor:
                 # thread uploads meanwhile (or a value the step itself uploads) becomes
                 # one of the step's inputs instead of keeping the step from its graph.
                 self.run_messages([msg])
+                self._step_uploads.add(msg.out)
             else:
                 # A read, sync or transfer inside a step: the step so far runs now,
                 # uncaptured (a reader must not wait for a step's end that comes after it).

@@ -137,16 +137,19 @@ class _Pure:
 
 
 def _pure_plan(end: StepEnd, entry: _Graph, messages: list, inputs: list[int],
-               produced: list[int]) -> _Pure | None:
+               produced: list[int], uploaded: set[int]) -> _Pure | None:
     """The replay plan of a captured pure step; None when a result is not a value the
-    step made and stored (an argument handed back, a result twice): such a step keeps
-    running its function."""
+    step made and stored (an argument handed back, a result twice) or when it read a
+    value uploaded inside it besides its arguments (one that is new at every call):
+    such a step keeps running its function."""
     position = {i: k for k, i in enumerate(produced)}
     results = [position.get(i) for i in end.results]
     if (any(k is None or k not in entry.outputs for k in results)
             or len(set(results)) != len(results)):
         return None
     args = {i: k for k, i in reversed(list(enumerate(end.args)))}
+    if any(i in uploaded and i not in args for i in inputs):
+        return None
     sources = [("arg", args[i]) if i in args else ("id", i) for i in inputs]
     ops = sum(1 for m in messages if type(m) is not Drop)
     return _Pure(entry, sources, results, len(produced), ops)
@@ -181,9 +184,11 @@ class StepGraphs:
         # Captured pure steps by token; read by callers (is it replayable alone?).
         self.pure: dict[int, _Pure] = {}
 
-    def run(self, actor: Any, messages: list, end: StepEnd | None = None) -> None:
+    def run(self, actor: Any, messages: list, end: StepEnd | None = None,
+            uploaded: set[int] = _NONE) -> None:
         """Run one step's messages on ``actor``'s worker: as they are, captured or replayed;
-        ``end`` (its StepEnd) names a pure step."""
+        ``end`` (its StepEnd) names a pure step; ``uploaded``: values uploaded while the
+        step was open (run ahead of it)."""
         found = signature(messages, actor.stored_meta)
         if found is None:
             return actor.run_messages(messages)
@@ -200,7 +205,7 @@ class StepGraphs:
         # A pure step whose graph exists (captured now, or for another step of the same
         # signature: another model's copy of the same layer) replays alone from now on.
         if entry is not None and end is not None and end.token and end.token not in self.pure:
-            plan = _pure_plan(end, entry, messages, inputs, produced)
+            plan = _pure_plan(end, entry, messages, inputs, produced, uploaded)
             if plan is not None:
                 self.pure[end.token] = plan
 

@@ -58,6 +58,12 @@ class Adam(Optimizer):
     def capturable(self) -> bool:
         return self.hyperparams["capturable"]  # the constructor's flag
 
+    def device_scalars(self) -> list[Tensor]:
+        if not self.capturable:
+            return []
+        found = {id(t): t for t in (self._device_lr(p.value) for p in self.params)}
+        return list(found.values())
+
     def _device_lr(self, param: Tensor) -> Tensor:
         """``lr`` as a 0-d tensor on ``param``'s device, in the step count's float: one
         upload per device and value, read by every parameter's update."""

@@ -96,6 +96,17 @@ class Optimizer:
         the update with the forward and backward). False unless the algorithm says so."""
         return False
 
+    def device_scalars(self) -> list[Tensor]:
+        """The tensors the next ``step`` reads besides parameters, gradients and state (a
+        capturable optimizer's learning rate on the device), made current: what a
+        replayed step must be handed, since its graph reads only what it is given."""
+        return []
+
+    def count_replayed_step(self, updates: int) -> None:
+        """Count a step whose updates a replayed graph made (``step`` did not run)."""
+        self._steps += 1
+        self._updates += updates
+
     def step(self, grads: Any) -> None:
         """Update every parameter that has a gradient in ``grads``; returns at once.
 

@@ -86,7 +86,12 @@ class Learner:
             per-op host work. The forward and backward of each replica are one step; with
             one device, no accumulation and a capturable optimizer (``Adam(...,
             capturable=True)``), the update, clipping and all, joins them in one graph.
-            Default True (a device without graphs runs steps as they are).
+            ``"pure"`` (one device, no accumulation, a capturable optimizer) also skips
+            the Python of a step once captured, as ``em.graphed(..., pure=True)``: the
+            model's values, the optimizer's state and the batch go in, their new values
+            come out, and the model's ``forward`` must do nothing else (no Python side
+            effects; random ops or reads inside just keep every step running it). Default
+            True (a device without graphs runs steps as they are).
     """
 
     def __init__(self, model: Module, optimizer: Any, loss_fn: Callable, *,
@@ -96,9 +101,11 @@ class Learner:
                  grad_clip: float | None = None, progress: bool = True,
                  accumulation_steps: int = 1, early_stopping: EarlyStopping | None = None,
                  keep_checkpoints: int = 3, scheduler_interval: str = "epoch",
-                 graphed: bool = True) -> None:
+                 graphed: bool | str = True) -> None:
         if accumulation_steps < 1:
             raise ValueError(f"Learner: accumulation_steps must be >= 1, got {accumulation_steps}")
+        if graphed not in (True, False, "pure"):
+            raise ValueError(f"Learner: graphed must be True, False or 'pure', got {graphed!r}")
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError("Learner: scheduler_interval must be 'epoch' or 'step'")
         if devices is None:
@@ -124,12 +131,18 @@ class Learner:
         # The whole training step as one graphed step where it can be one graph (else
         # None), or each replica's forward and backward as a step of its device.
         steps = [GraphedStep(self._gradients, d) for d in self.devices]
-        captured = graphed and all(step.device_captures for step in steps)
-        self._whole_step = (GraphedStep(self._train_step, self.devices[0])
-                            if captured and len(self.devices) == 1 and accumulation_steps == 1
-                            and optimizer.capturable else None)
+        whole = len(self.devices) == 1 and accumulation_steps == 1 and optimizer.capturable
+        if graphed == "pure" and not whole:
+            raise ValueError("Learner: graphed='pure' needs one device, accumulation_steps=1 "
+                             "and a capturable optimizer (e.g. optim.Adam(..., capturable=True))")
+        captured = bool(graphed) and all(step.device_captures for step in steps)
+        pure = graphed == "pure"
+        self._whole_step = (GraphedStep(self._pure_step if pure else self._train_step,
+                                        self.devices[0], pure=pure)
+                            if captured and whole else None)
         self._replica_steps = (steps if captured and self._whole_step is None
                                else [self._gradients] * len(self.devices))
+        self._pure_step_ran = False
         self.epoch = 0
         self.step = 0
         self._best: float | None = None
@@ -268,7 +281,8 @@ class Learner:
             async for parts in receive:
                 items = sum(p[1][0].shape[0] for p in parts)
                 if self._whole_step is not None:
-                    await send.send(self._whole_step(parts, items))
+                    await send.send(self._pure_call(parts, items) if self._whole_step.pure
+                                    else self._whole_step(parts, items))
                     continue
                 record, grads = self._forward_backward(parts, items)
                 pending.append(grads)
@@ -284,6 +298,51 @@ class Learner:
         record, grads = self._forward_backward(parts, items)
         self._apply([grads])
         return record
+
+    def _pure_call(self, parts: list, items: int) -> _StepRecord:
+        """One batch through the pure whole step: the model's values, the optimizer's
+        state tensors and scalars and the batch in; their new values out, adopted here
+        whether the step ran its function or replayed its graph."""
+        ((inputs, targets),) = parts
+        slots = [slot for _, slot in self.model.named_slots()]
+        state = _state_tensors(self.optimizer)
+        scalars = self.optimizer.device_scalars()
+        layout = (len(slots), tuple(key for key, _ in state), len(scalars), len(inputs), items)
+        self._pure_step_ran = False
+        changed, values, new_keys, new_state, loss, outputs = self._whole_step(
+            *(slot.value for slot in slots), *(t for _, t in state), *scalars, *inputs,
+            *targets, layout=layout)
+        for k, value in zip(changed, values):
+            if slots[k].value is not value:
+                slots[k].value = value
+        for (param_id, key), value in zip(new_keys, new_state):
+            self.optimizer.state.setdefault(param_id, {})[key] = value
+        if not self._pure_step_ran:
+            self.optimizer.count_replayed_step(len(changed))
+        self._advance()
+        return _StepRecord(loss, outputs, [targets[0]], items, self.optimizer.lr)
+
+    def _pure_step(self, *tensors: Tensor, layout: tuple) -> tuple:
+        """``_pure_call``'s function: the step from the values given, returning which slots
+        changed, their values, the optimizer's state and the record's loss and outputs."""
+        self._pure_step_ran = True
+        n_slots, state_keys, n_scalars, n_inputs, items = layout
+        slots = [slot for _, slot in self.model.named_slots()]
+        values = tensors[:n_slots]
+        for slot, value in zip(slots, values):  # the values given (the same, first time)
+            if slot.value is not value:
+                slot.value = value
+        given_state = tensors[n_slots:n_slots + len(state_keys)]
+        for (param_id, key), value in zip(state_keys, given_state):
+            self.optimizer.state[param_id][key] = value
+        batch = tensors[n_slots + len(state_keys) + n_scalars:]
+        record, grads = self._forward_backward([(batch[:n_inputs], batch[n_inputs:])], items)
+        self._optimize([grads])
+        changed = tuple(k for k, (slot, value) in enumerate(zip(slots, values))
+                        if slot.value is not value)
+        state = _state_tensors(self.optimizer)
+        return (changed, [slots[k].value for k in changed], tuple(key for key, _ in state),
+                [t for _, t in state], record.loss, record.outputs)
 
     def _forward_backward(self, parts: list, items: int) -> tuple[_StepRecord, list[Gradients]]:
         grads, outputs, targets, losses = [], [], [], []
@@ -311,6 +370,11 @@ class Learner:
         return out.detach(), loss.detach(), grads
 
     def _apply(self, pending: list[list[Gradients]]) -> None:
+        """The update of one step, and the step counted (a scheduler stepped with it)."""
+        self._optimize(pending)
+        self._advance()
+
+    def _optimize(self, pending: list[list[Gradients]]) -> None:
         """All-reduce (replicas and accumulated batches), clip, update, sync replicas."""
         flat_models = self.replicas * len(pending)
         flat_grads = [g for step in pending for g in step]
@@ -322,6 +386,8 @@ class Learner:
         self.optimizer.step(grads)
         if len(self.replicas) > 1:
             broadcast(self.model, self.replicas)
+
+    def _advance(self) -> None:
         self.step += 1
         if self.scheduler is not None and self.scheduler_interval == "step":
             self.scheduler.step()
@@ -432,6 +498,19 @@ def _is_interrupt(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return any(_is_interrupt(e) for e in exc.exceptions)
     return isinstance(exc, KeyboardInterrupt | trio.Cancelled)
+
+
+def _state_tensors(optimizer: Any) -> list[tuple[tuple[str, str], Tensor]]:
+    """((param id, state name), tensor) of every tensor in ``optimizer``'s state, in its
+    parameters' order."""
+    found = []
+    for param in optimizer.params:
+        state = optimizer.state.get(param.id, {})
+        for key in optimizer.state_keys():
+            value = state.get(key)
+            if isinstance(value, Tensor):
+                found.append(((param.id, key), value))
+    return found
 
 
 def _checkpoints(directory: Path) -> list[Path]:

@@ -273,6 +273,23 @@ def test_a_pure_step_replays_without_calling_fn() -> None:
         step(x, [2.0])
 
 
+def test_a_pure_step_that_uploads_inside_keeps_calling_fn() -> None:
+    """A value uploaded inside the step is new at every call: a replay would read the
+    first one's (gone by then), so the step keeps running its function."""
+    device = device_with(RecordingCapturer())
+    calls = []
+
+    def fn(x):
+        calls.append(1)
+        return x * em.from_numpy(np.full(4, 3.0, dtype=np.float32), device=device)
+
+    step = em.graphed(fn, device, pure=True)
+    x = em.ones(4, device=device)
+    for _ in range(5):
+        np.testing.assert_array_equal(step(x).numpy(), np.full(4, 3.0))
+    assert len(calls) == 5 and step.graph_stats()["captures"] == 1
+
+
 def test_a_pure_replay_reads_its_new_arguments() -> None:
     capturer = RecordingCapturer()
     device = device_with(capturer)

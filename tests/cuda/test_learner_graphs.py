@@ -1,6 +1,6 @@
 """The Learner's steps replayed as CUDA graphs train as its eager steps do: the whole step
-(a capturable Adam, its learning rate scheduled every step) and the forward and backward
-alone (SGD, updated eagerly)."""
+(a capturable Adam, its learning rate scheduled every step), also replayed without its
+Python ("pure"), and the forward and backward alone (SGD, updated eagerly)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.cuda import gpu
 from tests.train.test_learner import _blobs
 
 
-def _fit(device: em.Device, capturable: bool, graphed: bool) -> train.Learner:
+def _fit(device: em.Device, capturable: bool, graphed: bool | str) -> train.Learner:
     em.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 32, device=device.autodiff()), nn.ReLU(),
                           nn.Linear(32, 3, device=device.autodiff()))
@@ -31,11 +31,13 @@ def _fit(device: em.Device, capturable: bool, graphed: bool) -> train.Learner:
 
 
 @gpu.needs_gpu
-@pytest.mark.parametrize("capturable", [True, False], ids=["whole step", "gradients"])
-def test_replayed_learner_steps_train_as_eager_ones(cuda: em.Device, capturable: bool) -> None:
+@pytest.mark.parametrize("capturable, graphed", [(True, True), (False, True), (True, "pure")],
+                         ids=["whole step", "gradients", "pure whole step"])
+def test_replayed_learner_steps_train_as_eager_ones(cuda: em.Device, capturable: bool,
+                                                    graphed: bool | str) -> None:
     eager = _fit(cuda, capturable, graphed=False)
     before = cuda.actor.graphs.replays
-    replayed = _fit(cuda, capturable, graphed=True)
+    replayed = _fit(cuda, capturable, graphed=graphed)
     assert (replayed._whole_step is not None) == capturable
     # 3 epochs of 6 full batches and one of 16: most steps replay.
     assert cuda.actor.graphs.replays - before >= 12

@@ -88,3 +88,27 @@ def test_devices_without_graphs_run_the_plain_step() -> None:
     assert learner._whole_step is None
     assert learner._replica_steps == [learner._gradients]
     assert np.isfinite(learner.history.train["loss"]).all()
+
+
+def test_a_pure_step_replays_without_running_its_python() -> None:
+    learner = fit([capturing_device()], capturable_adam, graphed="pure")
+    calls = []
+    step = learner._whole_step
+    original = step.fn
+    step.fn = lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs)
+    learner.fit_sync(train.DataLoader((_blobs()[0][:200], _blobs()[1][:200]), batch_size=16),
+                     epochs=3)
+    assert step.pure and calls == []  # an epoch more, every batch replayed
+    assert learner.optimizer.statistics().steps == 3 * (FULL + PARTIAL)
+    assert learner.step == 3 * (FULL + PARTIAL)
+    assert len(learner.history.train["loss"]) == 3
+
+
+@pytest.mark.parametrize("devices, make_optimizer, options", [
+    (1, sgd, {}), (2, capturable_adam, {}), (1, capturable_adam, {"accumulation_steps": 2})],
+    ids=["not capturable", "two devices", "accumulation"])
+def test_a_pure_step_needs_one_device_and_a_capturable_update(devices, make_optimizer,
+                                                                options) -> None:
+    with pytest.raises(ValueError, match="graphed='pure' needs one device"):
+        fit([capturing_device() for _ in range(devices)], make_optimizer, graphed="pure",
+            **options)
