@@ -4,7 +4,9 @@ into range; the check resolves when the actor reads a tainted value or syncs).""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -66,12 +68,21 @@ class DeferringBackend(NumpyBackend):
         return super().run(msg, inputs)
 
 
+@contextlib.contextmanager
+def device_of(backend: NumpyBackend) -> Iterator[em.Device]:
+    """A fresh CPU device whose actor runs ``backend``, stopped at the end."""
+    dev = em.cpu(next(_fresh))
+    dev._actor = DeviceActor(dev.name, backend)
+    try:
+        yield dev
+    finally:
+        dev._actor.stop()
+
+
 @pytest.fixture
 def device():
-    dev = em.cpu(next(_fresh))
-    dev._actor = DeviceActor(dev.name, DeferringBackend())
-    yield dev
-    dev._actor.stop()
+    with device_of(DeferringBackend()) as dev:
+        yield dev
 
 
 def _gathered(device, index):

@@ -11,9 +11,8 @@ import pytest
 import trio
 
 import ember as em
-from ember.actors.device_actor import DeviceActor
 from ember.kernels.cupy.host_copies import InFlightRead
-from tests.actors.test_deferred import DeferringBackend, _fresh, _gathered
+from tests.actors.test_deferred import DeferringBackend, _gathered, device_of
 
 
 class _Event:
@@ -61,10 +60,8 @@ class LaterReadingBackend(DeferringBackend):
 
 @pytest.fixture
 def device():
-    dev = em.cpu(next(_fresh))
-    dev._actor = DeviceActor(dev.name, LaterReadingBackend())
-    yield dev
-    dev._actor.stop()
+    with device_of(LaterReadingBackend()) as dev:
+        yield dev
 
 
 def test_the_worker_hands_over_the_read_and_the_reader_waits_for_the_copy(device) -> None:
@@ -177,10 +174,8 @@ class StagingBackend(DeferringBackend):
 
 @pytest.mark.parametrize("refuse", [False, True])
 def test_an_upload_is_copied_once_into_the_devices_own_host_buffer(refuse) -> None:
-    device = em.cpu(next(_fresh))
     backend = StagingBackend(refuse)
-    device._actor = DeviceActor(device.name, backend)
-    try:
+    with device_of(backend) as device:
         source = np.arange(6, dtype=np.int64).reshape(2, 3)
         t = em.tensor(source, dtype=em.float32, device=device)
         source[:] = -1  # the data was copied when tensor() returned
@@ -192,5 +187,3 @@ def test_an_upload_is_copied_once_into_the_devices_own_host_buffer(refuse) -> No
             assert backend.staged == []
         else:  # the buffers handed out are what the worker received: no second copy
             assert [a is b for a, b in zip(backend.received, backend.staged)] == [True, True]
-    finally:
-        device._actor.stop()
