@@ -60,9 +60,11 @@ def _call_key(args: tuple, kwargs: dict) -> tuple:
             return (Tensor, value.shape, value.dtype.name, value.device.name)
         return value
 
-    ids = [t._id for t in _tensor_args(args, kwargs)]
+    first: dict[int, int] = {}  # each tensor's first position: one pass (a Learner's
+    # pure step passes every parameter and state tensor, ~75 of an encoder layer's)
+    same = tuple(first.setdefault(t._id, k) for k, t in enumerate(_tensor_args(args, kwargs)))
     key = (tuple(part(a) for a in args), tuple((k, part(kwargs[k])) for k in sorted(kwargs)),
-           tuple(ids.index(i) for i in ids), get_float32_matmul_precision())
+           same, get_float32_matmul_precision())
     try:
         hash(key)
     except TypeError:

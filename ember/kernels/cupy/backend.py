@@ -20,11 +20,10 @@ import numpy as np
 
 from ember.actors.waiter import Later
 from ember.kernels.cache import cache_dir
-from ember.kernels.cupy import codegen
+from ember.kernels.cupy import codegen, host_copies
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
 from ember.kernels.cupy.fused import FusedKernels
 from ember.kernels.cupy.range_checks import RangeChecks
-from ember.kernels.cupy import host_copies
 from ember.kernels.cupy.side_stream import TwoStreams
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
