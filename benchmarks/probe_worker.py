@@ -51,7 +51,7 @@ def instrument() -> None:
             count[name] += 1
         handlers[kind] = timed
     time_calls(device_actor.DeviceActor, "run_messages", cpu, count, "run_messages (all)")
-    time_calls(DEV.actor._planner, "plan", cpu, count, "planner.plan")
+    time_calls(DEV.actor.executor.planner, "plan", cpu, count, "planner.plan")
 
 
 def instrument_inside() -> None:

@@ -33,7 +33,7 @@ def sync(device: Device | str | None = None) -> None:
 
     _refuse_inside_trio("sync")
     for actor in _actors(device):
-        actor.wait(actor.barrier())
+        actor.sync()
 
 
 async def sync_async(device: Device | str | None = None) -> None:
@@ -54,14 +54,17 @@ def stats(device: Device | str | None = None) -> Stats:
 def trace() -> Iterator[_trace.Trace]:
     """Record every op executed while the block runs: ``with em.trace() as tr: ...``.
 
-    On exit the devices are synced so the trace holds every op submitted in
-    the block; ``tr.events`` lists them and ``tr.save(path)`` writes a Chrome trace.
+    The devices are synced on entry and on exit, so the trace holds the ops submitted
+    in the block (and none queued before it); ``tr.events`` lists them and
+    ``tr.save(path)`` writes a Chrome trace.
     """
+    for actor in _actors(None):
+        actor.sync()
     recording = _trace.start()
     try:
         yield recording
         for actor in _actors(None):
-            actor.wait(actor.barrier())
+            actor.sync()
     finally:
         _trace.stop(recording)
 

@@ -132,8 +132,7 @@ class Tensor:
         return host
 
     def _read_blocking(self) -> np.ndarray:
-        actor = self.device.actor
-        host = actor.wait(actor.fetch(self._id))
+        host = self.device.actor.read(self._id)
         self._host = host
         return host
 

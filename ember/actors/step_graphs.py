@@ -184,24 +184,24 @@ class StepGraphs:
         # Captured pure steps by token; read by callers (is it replayable alone?).
         self.pure: dict[int, _Pure] = {}
 
-    def run(self, actor: Any, messages: list, end: StepEnd | None = None,
+    def run(self, executor: Any, messages: list, end: StepEnd | None = None,
             uploaded: set[int] = _NONE) -> None:
-        """Run one step's messages on ``actor``'s worker: as they are, captured or replayed;
+        """Run one step's messages on ``executor``'s worker: as they are, captured or replayed;
         ``end`` (its StepEnd) names a pure step; ``uploaded``: values uploaded while the
         step was open (run ahead of it)."""
-        found = signature(messages, actor.stored_meta)
+        found = signature(messages, executor.stored_meta)
         if found is None:
-            return actor.run_messages(messages)
+            return executor.run_messages(messages)
         key, inputs, produced = found
         entry = self._entries.get(key)
         if isinstance(entry, _Graph):
-            self._replay(actor, entry, messages, inputs, produced)
+            self._replay(executor, entry, messages, inputs, produced)
         elif entry is None or entry is _REFUSED or self._graphs >= MAX_GRAPHS:
             if entry is None and len(self._entries) < 64 * MAX_GRAPHS:
                 self._entries[key] = _SEEN
-            return actor.run_messages(messages)
+            return executor.run_messages(messages)
         else:
-            entry = self._capture(actor, key, messages, inputs, produced)
+            entry = self._capture(executor, key, messages, inputs, produced)
         # A pure step whose graph exists (captured now, or for another step of the same
         # signature: another model's copy of the same layer) replays alone from now on.
         if entry is not None and end is not None and end.token and end.token not in self.pure:
@@ -209,10 +209,10 @@ class StepGraphs:
             if plan is not None:
                 self.pure[end.token] = plan
 
-    def replay_pure(self, actor: Any, msg: ReplayStep) -> None:
+    def replay_pure(self, executor: Any, msg: ReplayStep) -> None:
         """Replay pure step ``msg.token`` on its arguments (on the worker)."""
         plan = self.pure[msg.token]
-        env, failed = actor.env, actor.failed
+        env, failed = executor.env, executor.failed
         inputs = [msg.args[where] if kind == "arg" else where for kind, where in plan.sources]
         error = next((failed[i] for i in inputs if i in failed), None)
         if error is None and any(i not in env for i in inputs):
@@ -227,25 +227,25 @@ class StepGraphs:
         produced: list[int | None] = [None] * plan.produced
         for out, k in zip(msg.outs, plan.results):
             produced[k] = out
-        self._replay(actor, plan.entry, [], inputs, produced, plan.ops)
+        self._replay(executor, plan.entry, [], inputs, produced, plan.ops)
 
-    def _capture(self, actor: Any, key: tuple, messages: list, inputs: list[int],
+    def _capture(self, executor: Any, key: tuple, messages: list, inputs: list[int],
                  produced: list[int]) -> _Graph | None:
-        env = actor.env
+        env = executor.env
         originals = {i: env[i] for i in inputs}
         capturer = self.capturer
-        taints = actor.taints
+        taints = executor.taints
         with capturer.memory() as memory:
             statics = [capturer.copy(originals[i]) for i in inputs]
             for i, static in zip(inputs, statics):
-                actor.swap(i, static)
+                executor.swap(i, static)
             graph = None
             if taints is not None:
                 taints.captured = []
             try:
                 capturer.begin()
                 try:
-                    actor.run_messages(messages)
+                    executor.run_messages(messages)
                 finally:
                     graph = capturer.end()
             except Exception:
@@ -254,11 +254,11 @@ class StepGraphs:
                 captured = taints.captured if taints is not None else None
                 if taints is not None:
                     taints.captured = None
-            if graph is not None and not any(i in actor.failed for i in produced):
+            if graph is not None and not any(i in executor.failed for i in produced):
                 capturer.launch(graph)
                 for i in inputs:  # the inputs' own buffers again, for whoever holds them
                     if i in env:
-                        actor.swap(i, originals[i])
+                        executor.swap(i, originals[i])
                 outputs = {k: env[i] for k, i in enumerate(produced) if i in env}
                 entry = self._entries[key] = _Graph(graph, statics, outputs, memory)
                 entry.holders = {k: produced[k] for k in outputs}
@@ -271,22 +271,22 @@ class StepGraphs:
                 return entry
         # Refused: forget what the capture stored and run the step as it is.
         for i in produced:
-            actor.forget(i)
+            executor.forget(i)
         for i, value in originals.items():
             if i in env:
-                actor.swap(i, value)
+                executor.swap(i, value)
             else:  # dropped inside the capture: stored again, for the step's own run
-                actor.store(i, value)
+                executor.store(i, value)
         self._entries[key] = _REFUSED
         self.refusals += 1
-        actor.run_messages(messages)
+        executor.run_messages(messages)
         return None
 
-    def _replay(self, actor: Any, entry: _Graph, messages: list, inputs: list[int],
+    def _replay(self, executor: Any, entry: _Graph, messages: list, inputs: list[int],
                 produced: list[int | None], ops: int = 0) -> None:
         """Launch ``entry`` on ``inputs``, its outputs stored under ``produced`` (None:
         not kept)."""
-        env = actor.env
+        env = executor.env
         capturer = self.capturer
         # A held output whose holder this step reads and drops (a parameter the step
         # replaces) is read into its static below, before the launch overwrites it, and
@@ -298,7 +298,7 @@ class StepGraphs:
         if held:
             copies = capturer.copy_out([array for _, array in held])
             for (holder, _), copy in zip(held, copies, strict=True):
-                actor.swap(holder, copy)
+                executor.swap(holder, copy)
         copied = entry.copied
         for p, (static, i) in enumerate(zip(entry.statics, inputs)):
             # The same id holds the same value (ids are never reused, values never change),
@@ -310,11 +310,11 @@ class StepGraphs:
         entry.holders = {}
         for k, array in entry.outputs.items():
             if produced[k] is not None:
-                actor.store(produced[k], array)
+                executor.store(produced[k], array)
                 entry.holders[k] = produced[k]
-        taints = actor.taints
+        taints = executor.taints
         if taints is not None and (entry.checks or taints.of):
             taints.replayed(entry.checks, inputs, {produced[k]: entry.taints.get(k, _NONE)
                                                    for k in entry.holders})
-        actor.replayed(messages, produced, ops)
+        executor.replayed(messages, produced, ops)
         self.replays += 1

@@ -109,7 +109,7 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     if device.is_autodiff:
         record(op, inputs, attrs, (tensor,))
     if EAGER:
-        actor.wait(actor.check(out))
+        actor.check_now(out)
     return tensor
 
 
@@ -129,7 +129,7 @@ def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tupl
         record(op, inputs, attrs, tensors)
     if EAGER:
         for o in outs:
-            actor.wait(actor.check(o))
+            actor.check_now(o)
     return tensors
 
 

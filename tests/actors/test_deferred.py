@@ -128,7 +128,7 @@ def test_await_and_sync_resolve(device) -> None:
     trio.run(main)
     later = _gathered(device, [[9], [0], [0]]) + 0.0
     em.sync(device)  # resolves every pending check: the failure is already known
-    assert not device.actor.taints.pending
+    assert not device.actor.executor.taints.pending
     with pytest.raises(em.KernelError, match="index 9"):
         later.numpy()
 
@@ -139,7 +139,7 @@ def test_a_dropped_value_leaves_no_taint_and_bytes_are_released(device) -> None:
     picked = _gathered(device, [[5], [0], [0]])
     del picked
     em.sync(device)
-    assert not device.actor.taints.of
+    assert not device.actor.executor.taints.of
     assert em.stats(device).bytes_held == held
 
 

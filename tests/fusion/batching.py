@@ -41,6 +41,7 @@ def one_batch(device: em.Device) -> Iterator[None]:
     _holds[key] = (started, gate)
     seed = em.zeros(1, device=device.inner)
     hold = call("test_fusion_hold", (seed,), (1,), em.float32, (key,))
+    device.actor.flush()  # a tiny op alone does not wake the worker
     try:
         if not started.wait(30):
             raise TimeoutError(f"one_batch: the worker of {device} never reached the hold")

@@ -149,10 +149,10 @@ def test_index_checks_wait_for_a_read_of_what_they_spoil() -> None:
         spoiled.item()
     later = x.gather(0, em.tensor([5], device=device))
     (x + 0.0).numpy()  # an unrelated read, queued after the gather: it ran, unresolved
-    assert device.actor.taints.pending
+    assert device.actor.executor.taints.pending
     with pytest.raises(em.KernelError, match="index 5"):
         later.numpy()
-    assert not device.actor.taints.pending
+    assert not device.actor.executor.taints.pending
 
 
 @pytest.mark.parametrize("make", [

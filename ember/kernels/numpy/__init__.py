@@ -47,6 +47,12 @@ class NumpyBackend:
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
         return fused.run_fused(group, program, inputs, self.pool)
 
+    @staticmethod
+    def caller_context() -> np.errstate:
+        """Entered by a thread other than the worker to run batches (a reader): inf and
+        nan are results there too, not warnings."""
+        return np.errstate(all="ignore")
+
     def upload(self, data: np.ndarray) -> np.ndarray:
         return data
 
