@@ -277,8 +277,7 @@ class DeviceActor:
             if self._turn.acquire(False):
                 try:
                     with self._caller_context():
-                        if self._pending:
-                            self._run_here()
+                        self._run_here()
                         value = executor.read(tensor_id)
                 finally:
                     self._turn.release()
@@ -293,8 +292,7 @@ class DeviceActor:
         if self._caller_context is not None and self._turn.acquire(False):
             try:
                 with self._caller_context():
-                    if self._pending:
-                        self._run_here()
+                    self._run_here()
                     self.executor.check_now(tensor_id)
             finally:
                 self._turn.release()
@@ -306,8 +304,7 @@ class DeviceActor:
         if self._caller_context is not None and self._turn.acquire(False):
             try:
                 with self._caller_context():
-                    if self._pending:
-                        self._run_here()
+                    self._run_here()
                     self.executor.synchronize()
             finally:
                 self._turn.release()
@@ -315,17 +312,21 @@ class DeviceActor:
         self.wait(self.barrier())
 
     def _run_here(self) -> None:
-        """Run everything queued on this thread (which holds the turn)."""
-        if not self._thread.is_alive() or self._stopping:
-            raise KernelError(f"device {self.name} has shut down")
-        with self._lock:
-            batch = self._claim(len(self._pending))
-        try:
-            self._run_batch(batch)
-        except Exception as exc:  # a bug in the runtime itself: the reader gets it
-            error = KernelError(f"running the queued work of {self.name} failed: "
-                                f"{type(exc).__name__}: {exc}")
-            raise error from exc
+        """Run everything queued on this thread (which holds the turn), and the open
+        ``em.graphed`` step so far, uncaptured: a reader must not wait for a step's end
+        that comes after it."""
+        if self._pending:
+            if not self._thread.is_alive() or self._stopping:
+                raise KernelError(f"device {self.name} has shut down")
+            with self._lock:
+                batch = self._claim(len(self._pending))
+            try:
+                self._run_batch(batch)
+            except Exception as exc:  # a bug in the runtime itself: the reader gets it
+                error = KernelError(f"running the queued work of {self.name} failed: "
+                                    f"{type(exc).__name__}: {exc}")
+                raise error from exc
+        self.executor.run_open_step()
 
     # ----- caller side: messages -----------------------------------------------------
 

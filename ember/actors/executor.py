@@ -107,6 +107,12 @@ class Executor:
                 raise
         self.run_messages(plain)
 
+    def run_open_step(self) -> None:
+        """Run the open step's messages so far as they are (a reader needs one of them)."""
+        step, self._step = self._step, None
+        if step:
+            self.run_messages(step)
+
     def _collect(self, msg: Any, plain: list) -> list:
         """Add ``msg`` to the open step or to ``plain`` (the messages outside steps still to
         run), running what a step boundary ends; returns ``plain``."""
@@ -331,8 +337,12 @@ class Executor:
             self._taint((), (), msg.op, msg.site)  # checks it made before it failed
             return
         self.kernels += 1
-        self.store(msg.out, value)
-        self._taint(msg.inputs, (msg.out,), msg.op, msg.site)
+        env[msg.out] = value  # store(), inlined: the path of every op
+        self.bytes_held += self.backend.owned_nbytes(value)
+        if self.bytes_held > self.peak_bytes_held:
+            self.peak_bytes_held = self.bytes_held
+        if self._taints is not None:
+            self._taint(msg.inputs, (msg.out,), msg.op, msg.site)
 
     def _stored_dtype(self, tensor_id: int) -> str | None:
         value = self._env.get(tensor_id)

@@ -100,11 +100,12 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     if device is None:
         device = _result_device(inputs)
     out = next_id()
-    actor = device.actor
+    actor = device._actor or device.actor
     if actor.check_dtype is not None:
         actor.check_dtype(dtype.name, op)
-    actor.submit(Call(op, out, tuple([t._id for t in inputs]), attrs, shape, dtype.name,
-                      user_site()), math.prod(shape) * dtype.itemsize)
+    ids = (inputs[0]._id,) if len(inputs) == 1 else tuple([t._id for t in inputs])
+    actor.submit(Call(op, out, ids, attrs, shape, dtype.name, user_site()),
+                 math.prod(shape) * dtype.itemsize)
     tensor = _new_tensor(out, shape, dtype, device)
     if device.is_autodiff:
         record(op, inputs, attrs, (tensor,))

@@ -14,6 +14,7 @@ converted to the compute dtype's kind: wrapped into int32 / int64, or a float).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -124,20 +125,49 @@ def _apply_rule(rule: Any, op: str, compute: DType, lhs: Any, rhs: Any) -> DType
         raise DTypeError(f"{exc} (lhs: {_describe(lhs)}, rhs: {_describe(rhs)})") from None
 
 
+# (op, tensor dtype, scalar type, scalar_is_lhs) -> (compute dtype, output dtype, the
+# scalar's conversion): for Python scalars the rules decide by type alone, so an op's
+# later calls skip them.
+_scalar_rules: dict[tuple, tuple[DType, DType, Any]] = {}
+
+
 def _with_scalar(op: str, rule: Any, x: Tensor, value: Any, scalar_is_lhs: bool) -> Tensor:
-    value = _scalar(op, value)
-    kind = _dtype.scalar_kind(value)
-    compute = _dtype.promote_with_scalar(x.dtype, kind)
-    if op == "sub":
-        _no_bool_sub(x.dtype.kind == "b", kind == "b")
-    out = _apply_rule(rule, op, compute, *((value, x) if scalar_is_lhs else (x, value)))
-    # True division computes in its float output: int32_tensor / 2**33 does not wrap the 2**33.
-    value = _as_kind(value, out if op == "div" else compute)
+    key = (op, x.dtype, type(value), scalar_is_lhs)
+    found = _scalar_rules.get(key)
+    if found is None:
+        found = _scalar_rule(op, rule, x, value, scalar_is_lhs)
+        if type(value) in _SCALAR_TYPES:
+            _scalar_rules[key] = found
+    compute, out, convert = found
+    value = convert(value)
     if op == "pow" and not scalar_is_lhs and compute.kind == "i" and value < 0:
         raise DTypeError(f"pow: integers to negative integer powers are not allowed "
                          f"({x.dtype.name} tensor ** {value}); help: use a float exponent "
                          f"({float(value)}) or convert the tensor with .float()")
     return call(op, (x,), x.shape, out, (compute.name, value, scalar_is_lhs), x.device)
+
+
+def _scalar_rule(op: str, rule: Any, x: Tensor, value: Any,
+                 scalar_is_lhs: bool) -> tuple[DType, DType, Any]:
+    """The compute and output dtypes of ``x op value`` and how the scalar converts; raises
+    for a refused combination, naming both operands."""
+    plain = _scalar(op, value)
+    kind = _dtype.scalar_kind(plain)
+    compute = _dtype.promote_with_scalar(x.dtype, kind)
+    if op == "sub":
+        _no_bool_sub(x.dtype.kind == "b", kind == "b")
+    out = _apply_rule(rule, op, compute, *((plain, x) if scalar_is_lhs else (x, plain)))
+    # True division computes in its float output: int32_tensor / 2**33 does not wrap the 2**33.
+    target = out if op == "div" else compute
+    if target.kind == "f":
+        convert = float
+    elif target.kind == "i":
+        convert = functools.partial(_dtype.wrap_int, dtype=target)
+    else:
+        convert = bool
+    if type(value) in _SCALAR_TYPES:
+        return compute, out, convert
+    return compute, out, lambda v: convert(_scalar(op, v))
 
 
 def unary(op: str, x: Tensor) -> Tensor:

@@ -32,7 +32,7 @@ class NumpyBackend:
 
     def run(self, msg: Any, inputs: list) -> Any:
         result = KERNELS[msg.op](msg, self.pool, *inputs)
-        if type(result) is np.generic or isinstance(result, np.generic):
+        if type(result) is not np.ndarray and isinstance(result, np.generic):
             # Some NumPy reductions return scalars; the environment holds arrays only.
             return np.asarray(result, dtype=NP[msg.dtype])
         return result
