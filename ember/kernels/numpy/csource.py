@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.kernels.fusion import cexpr
+from ember.kernels.fusion import cexpr, powers
 from ember.kernels.numpy import fast_erf
 
 # Ops whose rendering computes what their NumPy kernel computes, bit for bit. (alias is
@@ -34,7 +34,7 @@ EXACT_OPS = frozenset({
     "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs", "sign",
     "floor", "ceil", "round", "relu", "sqrt", "rsqrt", "reciprocal", "erf", "gelu",
-    "isnan", "isinf", "clamp", "where", "cast",
+    "isnan", "isinf", "clamp", "where", "cast", "pow",
 })
 STORAGE = {"float32": "float", "bool": "bool"}
 # No contraction into FMAs and no fast-math: the IEEE operations NumPy does, rounded as
@@ -115,6 +115,8 @@ def compilable(member: Any, dtype_of: Any) -> bool:
         return member.attrs[0] == "float32"
     if op in cexpr.FLOAT_TESTS or op == "where" or op == "cast":
         return True
+    if op == "pow":  # products and square roots only; powf differs from NumPy's power
+        return dtype == "float32" and powers.lowered_exponent(member) is not None
     if op == "round" and member.attrs:  # decimals: a scaled rint NumPy does in three passes
         return False
     return dtype == "float32"

@@ -14,6 +14,7 @@ import math
 import numpy as np
 from scipy import special
 
+from ember.kernels.fusion import powers
 from ember.kernels.numpy import fast_erf
 from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
@@ -66,6 +67,15 @@ def _int_pow(base, exponent, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _lowered_pow(xp, exponent: float, x, out_dtype: np.dtype, shape, pool):
+    """``x ** exponent`` as products, sqrt and quotients (``fusion/powers.py``), the
+    operations compiled and generated kernels render."""
+    if out_dtype in _LOW_PRECISION:
+        return powers.compute(xp, exponent, _widen(x, out_dtype),
+                              xp.empty(shape, _F32)).astype(out_dtype)
+    return powers.compute(xp, exponent, _cast(x, out_dtype), pool.empty(shape, out_dtype))
+
+
 # IR op → the ufunc's name in NumPy's API (the same in every array module that mirrors it).
 _ARITHMETIC = {
     "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
@@ -83,8 +93,12 @@ def _arithmetic_kernel(ufunc_name, op):
     def run(msg, pool, *inputs):
         lhs, rhs = _operands(msg, inputs)
         xp = namespace(lhs, rhs)
-        ufunc = getattr(xp, ufunc_name)
         out_dtype = NP[msg.dtype]
+        if op == "pow":
+            exponent = powers.lowered_exponent(msg)
+            if exponent is not None:
+                return _lowered_pow(xp, exponent, lhs, out_dtype, msg.shape, pool)
+        ufunc = getattr(xp, ufunc_name)
         if out_dtype in _LOW_PRECISION:
             result = ufunc(_widen(lhs, out_dtype), _widen(rhs, out_dtype),
                            out=xp.empty(msg.shape, _F32), dtype=_F32)
