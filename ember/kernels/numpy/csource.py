@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ember.kernels.fusion import cexpr, powers
-from ember.kernels.numpy import fast_erf
+from ember.kernels.numpy import fast_erf, float32_math
 
 # Ops whose rendering computes what their NumPy kernel computes, bit for bit. (alias is
 # left out: its value is its input's array, which a kept alias returns as it is.)
@@ -75,6 +75,7 @@ def preamble() -> str:
     return "\n".join([
         "#include <math.h>",
         "#include <stdbool.h>",
+        float32_math.C_CODE,
         # NumPy's maximum / minimum: NaN in either operand wins, and of two equal
         # operands (+0 and -0) the second is the result.
         "static inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }",
@@ -94,7 +95,7 @@ class Renderer(cexpr.Renderer):
 
     def expression(self, member: Any, args: tuple[int, ...]) -> str:
         op = member.op
-        if op == "erf" or op == "gelu":
+        if op == "erf" or op == "gelu" or op in float32_math.OPS:
             return f"ember_{op}({self.operand(args[0], member.dtype)})"
         if op == "isinf" and self.dtypes[args[0]] != "bool":
             return f"(fabsf(v{args[0]}) == INFINITY)"
@@ -105,6 +106,9 @@ def compilable(member: Any, dtype_of: Any) -> bool:
     """Whether ``member`` renders to C with exactly its NumPy kernel's results: float32
     arithmetic and tests, bool logic, and casts and selects between the two."""
     op, dtype = member.op, member.dtype
+    if op in float32_math.OPS:  # only once the unfused kernel runs the same C
+        return (op in float32_math.READY and dtype == "float32"
+                and all(dtype_of(i) in STORAGE for i in member.inputs))
     if op not in EXACT_OPS or dtype not in STORAGE:
         return False
     if any(dtype_of(i) not in STORAGE for i in member.inputs):

@@ -15,7 +15,7 @@ import numpy as np
 from scipy import special
 
 from ember.kernels.fusion import powers
-from ember.kernels.numpy import fast_erf
+from ember.kernels.numpy import compiled, fast_erf
 from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
@@ -193,6 +193,20 @@ def _sign(x, out):
     return out
 
 
+def _own_float32(op, fallback):
+    """``op`` as ember's own float32 C (``float32_math``, which fused groups compile too)
+    for float32 host arrays; ``fallback`` (NumPy's) for other dtypes and modules, or
+    where no C compiler works."""
+
+    def apply(x, out):
+        if (type(x) is np.ndarray and x.dtype == _F32 and out.dtype == _F32
+                and compiled.apply_math(op, x, out)):
+            return out
+        return fallback(x, out)
+
+    return apply
+
+
 def _with_out(fn):
     """``fn`` (a NumPy ufunc) through the array module of its input; SciPy's ufuncs,
     which array modules do not carry, dispatch through ``__array_ufunc__``."""
@@ -204,10 +218,13 @@ def _with_out(fn):
 
 
 _FLOAT_FUNCTIONS = {
-    "exp": _with_out(np.exp), "log": _with_out(np.log), "log1p": _with_out(np.log1p),
-    "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt, "sin": _with_out(np.sin),
-    "cos": _with_out(np.cos), "tanh": _with_out(np.tanh), "sigmoid": _with_out(special.expit),
-    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu, "erf": fast_erf.erf,
+    "exp": _own_float32("exp", _with_out(np.exp)), "log": _own_float32("log", _with_out(np.log)),
+    "log1p": _with_out(np.log1p), "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt,
+    "sin": _with_out(np.sin), "cos": _with_out(np.cos),
+    "tanh": _own_float32("tanh", _with_out(np.tanh)),
+    "sigmoid": _own_float32("sigmoid", _with_out(special.expit)), "gelu": _gelu,
+    "gelu_tanh": _own_float32("gelu_tanh", _gelu_tanh), "silu": _own_float32("silu", _silu),
+    "erf": fast_erf.erf,
     "reciprocal": lambda x, out: namespace(x).divide(1.0, x, out=out),
 }
 _SAME_DTYPE_FUNCTIONS = {
