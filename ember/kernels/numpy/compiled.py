@@ -8,10 +8,14 @@ under ``$XDG_CACHE_HOME/ember/cpu`` (keyed by the source, the compiler, its flag
 CPU and ember's version), and called through ctypes, which lets go of the GIL. An
 elementwise group that is one piece runs in one call, its range split between the
 cores; otherwise the pieces run chunk by chunk between the other members' NumPy
-kernels (exp, tanh, reductions ...), the chunks shared between the cores.
+kernels (sin, max, reductions ...), the chunks shared between the cores.
+
+The unfused kernels of ``float32_math``'s ops (exp, log, tanh, sigmoid ...) run its
+compiled loops too (``apply_math``), whether or not groups compile, so results do not
+depend on fusion settings.
 
 Where no C compiler is found, or one fails, groups keep the NumPy executor;
-``status()`` says why. ``EMBER_CPU_COMPILE=0`` turns the path off.
+``status()`` says why. ``EMBER_CPU_COMPILE=0`` turns the path off for fused groups.
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ member's value in a register, only the materialized members stored.
 Pure Python, so the source can be rendered and checked anywhere. The members'
 expressions are the CUDA renderer's (``kernels/fusion/cexpr.py``; C and CUDA C++
 share them), with the exceptions the CPU needs to give the NumPy kernels' own bits:
-erf and gelu are ``fast_erf``'s polynomial step for step, isinf compares with
-``INFINITY``. Only ops whose C is IEEE arithmetic the NumPy kernels also do
-(compiled without contraction into FMAs and without fast-math) are rendered, so a
-compiled group gives exactly the unfused results; ops that call a libm (exp, tanh,
-pow ...) differ from NumPy's own implementations in the last bit and are left to the
-NumPy executor.
+erf and gelu are ``fast_erf``'s polynomial step for step; exp, log, tanh, sigmoid, silu
+and gelu_tanh are ``float32_math``'s C, which their NumPy-table kernels run too; pow is
+rendered only where ``fusion/powers.py`` lowers it to products and square roots; isinf
+compares with ``INFINITY``. Only ops whose C is IEEE arithmetic the NumPy kernels also
+do (compiled without contraction into FMAs and without fast-math) are rendered, so a
+compiled group gives exactly the unfused results; ops that call a libm (sin, log1p,
+pow by other exponents ...) differ from NumPy's own implementations in the last bit and
+are left to the NumPy executor.
 
 Layout: the output is contiguous over the group's shape, coalesced (``cexpr.coalesce``)
 to ``rank`` dims. The innermost dim is the loop; each input walks it ``contiguous``
