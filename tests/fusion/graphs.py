@@ -12,7 +12,8 @@ the reversed shape) or "expanded" (its first dim broadcast from 1 by
 Values are numbered: the inputs first, then one per node. An operand is a
 value number (int) or ``{"s": python_scalar}``. Nodes:
 
-    ["unary", name, a]            neg abs exp tanh sigmoid relu gelu silu erf sqrt_abs
+    ["unary", name, a]            neg abs exp tanh sigmoid relu gelu silu erf sqrt_abs sin log
+                                  cube abs_to_minus_half
     ["binary", name, a, b]        add sub mul div pow maximum minimum
                                   (integer graphs: floordiv remainder bitwise_and/or/xor)
     ["clamp", a, low, high]       low / high: scalar, value number or None (not both)
@@ -69,7 +70,8 @@ FLOATING = Vocabulary(
 # Graphs of the ops the CPU compiles to C (``kernels/numpy/csource.py``), in float32,
 # with a few ops, casts and reductions that make the compiled path close its group.
 EXACT = FLOATING._replace(
-    dtypes=("float32",), unary=("neg", "abs", "relu", "gelu", "erf", "sqrt_abs", "exp"),
+    dtypes=("float32",), unary=("neg", "abs", "relu", "gelu", "erf", "sqrt_abs", "exp", "tanh",
+                                 "sigmoid", "silu", "log", "cube", "abs_to_minus_half"),
     binary=("add", "sub", "mul", "div", "maximum", "minimum", "add", "mul"),
     cast_dtypes=("float32", "float32", "float64"), reductions=("sum", "mean", "sum", "max"))
 # Integer graphs divide by zero now and then: the reads that fail must be the same.
@@ -87,6 +89,8 @@ _UNARY_FNS = {
     "neg": lambda t: -t, "abs": abs, "exp": lambda t: t.exp(), "tanh": lambda t: t.tanh(),
     "sigmoid": lambda t: t.sigmoid(), "relu": lambda t: t.relu(), "gelu": lambda t: t.gelu(),
     "silu": lambda t: t.silu(), "erf": lambda t: t.erf(), "sqrt_abs": lambda t: t.abs().sqrt(),
+    "sin": lambda t: t.sin(), "log": lambda t: t.log(), "cube": lambda t: t ** 3,
+    "abs_to_minus_half": lambda t: abs(t) ** -0.5,
 }
 _BINARY_FNS = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,

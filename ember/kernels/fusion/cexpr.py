@@ -20,6 +20,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ember.kernels.fusion import powers
+
 FLOATS = ("float32", "float16", "bfloat16")
 
 # Not the NumPy backend's NP table: that package renders C from this module, so
@@ -66,6 +68,8 @@ def scalar_arguments(members: Sequence[Any], steps: Sequence[tuple[int, tuple[in
         member = members[j]
         op, attrs = member.op, member.attrs
         if op in BINARY and len(args) == 1:
+            if powers.lowered_exponent(member) is not None:
+                continue  # its exponent is rendered into the code, not passed
             scalars.append(("float32", attrs[1]))
         elif op in COMPARISON and len(args) == 1:
             scalars.append((attrs[0], attrs[1]))
@@ -135,6 +139,11 @@ class Renderer:
 
     def expression(self, member: Any, args: tuple[int, ...]) -> str:
         op, dtype = member.op, member.dtype
+        if op == "pow":
+            exponent = powers.lowered_exponent(member)
+            if exponent is not None:
+                x = self.operand(args[0], dtype)
+                return powers.expression(exponent, x, "1.0f", "sqrtf")
         if op in BINARY:
             # Arithmetic kernels widen array operands only: a scalar meets them in float32.
             a, b = self.binary_operands(member, args, dtype, "float32")
@@ -186,6 +195,9 @@ def kernel_name(members: Sequence[Any], digest: str) -> str:
 def attr_shape(member: Any) -> tuple:
     """A member's attrs with scalar values replaced by their place (they are arguments)."""
     op, attrs = member.op, member.attrs
+    exponent = powers.lowered_exponent(member)
+    if exponent is not None:  # the exponent picks the code
+        return (attrs[0], attrs[2], exponent)
     if op in BINARY or op in COMPARISON or op in LOGICAL:
         # (dtype,) beside a tensor; (dtype, scalar, scalar is lhs) beside a scalar.
         return (attrs[0], attrs[2]) if len(attrs) > 1 else tuple(attrs)

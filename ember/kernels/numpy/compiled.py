@@ -8,10 +8,14 @@ under ``$XDG_CACHE_HOME/ember/cpu`` (keyed by the source, the compiler, its flag
 CPU and ember's version), and called through ctypes, which lets go of the GIL. An
 elementwise group that is one piece runs in one call, its range split between the
 cores; otherwise the pieces run chunk by chunk between the other members' NumPy
-kernels (exp, tanh, reductions ...), the chunks shared between the cores.
+kernels (sin, max, reductions ...), the chunks shared between the cores.
+
+The unfused kernels of ``float32_math``'s ops (exp, log, tanh, sigmoid ...) run its
+compiled loops too (``apply_math``), whether or not groups compile, so results do not
+depend on fusion settings.
 
 Where no C compiler is found, or one fails, groups keep the NumPy executor;
-``status()`` says why. ``EMBER_CPU_COMPILE=0`` turns the path off.
+``status()`` says why. ``EMBER_CPU_COMPILE=0`` turns the path off for fused groups.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import numpy as np
 import ember
 from ember.kernels.cache import cache_dir
 from ember.kernels.fusion import cexpr
-from ember.kernels.numpy import crows, csource
+from ember.kernels.numpy import crows, csource, float32_math
 
 # A group of fewer elements keeps the NumPy executor: a first run pays a compile
 # (~0.1-0.3 s), worth it for the large tensors a training loop repeats.
@@ -55,6 +59,9 @@ _ROW_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_longlong,
                                  ctypes.POINTER(ctypes.c_longlong),
                                  ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_float),
                                  ctypes.c_void_p)
+# ``float32_math``'s array functions: (begin, end, x, out).
+_ARRAY_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_void_p,
+                                   ctypes.c_void_p)
 
 
 class _Compiler:
@@ -181,6 +188,50 @@ def _enabled() -> bool:
     return os.environ.get("EMBER_CPU_COMPILE", "1") not in ("", "0") and not compiler().error
 
 
+def math_function(op: str) -> Any:
+    """The compiled loop of ``float32_math``'s ``op`` (compiled on first use), None where
+    no compiler works. Once it exists, ``float32_math.READY`` names ``op``: fused groups
+    compile the op only then, so they and the unfused kernel compute it alike."""
+    function = _math_functions.get(op)
+    if function is None and compiler().compiler is not None:
+        function = compiler().function(float32_math.array_source(op), _ARRAY_FUNCTION)
+        if function is not None:
+            _math_functions[op] = function
+            float32_math.READY.add(op)
+    return function
+
+
+_math_functions: dict[str, Any] = {}
+
+
+def apply_math(op: str, x: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = op(x)`` with ember's own float32 ``op`` (``float32_math``), split
+    between the cores; False (nothing written) where it does not compile. ``x`` and
+    ``out``: float32 arrays of one shape."""
+    function = math_function(op)
+    if function is None:
+        return False
+    x = np.ascontiguousarray(x)
+    dest = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
+    total = x.size
+    parts = min(cores(), max(1, total // _PER_THREAD))
+    bounds = _bounds(total, parts)
+    source, target = x.ctypes.data, dest.ctypes.data
+    in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], source, target)
+                 for p in range(parts)])
+    if dest is not out:
+        np.copyto(out, dest)
+    return True
+
+
+def _prepare_math(members: tuple) -> None:
+    """Compile the array functions of ``members``' ``float32_math`` ops, so a plan made
+    now may compile them into its pieces."""
+    for m in members:
+        if m.op in float32_math.OPS and m.op not in float32_math.READY:
+            math_function(m.op)
+
+
 class Piece:
     """Consecutive members of a group that compile to one C function (a piece of its
     program), rendered and compiled once per layout of what it reads.
@@ -252,6 +303,7 @@ def plan(group: Any, program: Any, inputs: list, full: list) -> list | None:
     key = _structure(group, program, inputs, full)
     found = _plans.get(key, False)
     if found is False:
+        _prepare_math(members)
         dtypes = [a.dtype.name for a in inputs] + [m.dtype for m in members[prologue:]]
         found = _plan(group, program, full, dtypes)
         if len(_plans) < _MAX_PLANS:
@@ -325,6 +377,7 @@ def run_rows(group: Any, program: Any, inputs: list, full: list) -> bool:
            tuple((a.shape, a.strides) for a in inputs))
     layout = _row_layouts.get(key, False)
     if layout is False:
+        _prepare_math(group.members)
         layout = _row_layout(group, program, inputs, full)
         if len(_row_layouts) < _MAX_PLANS:
             _row_layouts[key] = layout

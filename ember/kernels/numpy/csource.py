@@ -4,12 +4,14 @@ member's value in a register, only the materialized members stored.
 Pure Python, so the source can be rendered and checked anywhere. The members'
 expressions are the CUDA renderer's (``kernels/fusion/cexpr.py``; C and CUDA C++
 share them), with the exceptions the CPU needs to give the NumPy kernels' own bits:
-erf and gelu are ``fast_erf``'s polynomial step for step, isinf compares with
-``INFINITY``. Only ops whose C is IEEE arithmetic the NumPy kernels also do
-(compiled without contraction into FMAs and without fast-math) are rendered, so a
-compiled group gives exactly the unfused results; ops that call a libm (exp, tanh,
-pow ...) differ from NumPy's own implementations in the last bit and are left to the
-NumPy executor.
+erf and gelu are ``fast_erf``'s polynomial step for step; exp, log, tanh, sigmoid, silu
+and gelu_tanh are ``float32_math``'s C, which their NumPy-table kernels run too; pow is
+rendered only where ``fusion/powers.py`` lowers it to products and square roots; isinf
+compares with ``INFINITY``. Only ops whose C is IEEE arithmetic the NumPy kernels also
+do (compiled without contraction into FMAs and without fast-math) are rendered, so a
+compiled group gives exactly the unfused results; ops that call a libm (sin, log1p,
+pow by other exponents ...) differ from NumPy's own implementations in the last bit and
+are left to the NumPy executor.
 
 Layout: the output is contiguous over the group's shape, coalesced (``cexpr.coalesce``)
 to ``rank`` dims. The innermost dim is the loop; each input walks it ``contiguous``
@@ -25,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ember.kernels.fusion import cexpr
-from ember.kernels.numpy import fast_erf
+from ember.kernels.fusion import cexpr, powers
+from ember.kernels.numpy import fast_erf, float32_math
 
 # Ops whose rendering computes what their NumPy kernel computes, bit for bit. (alias is
 # left out: its value is its input's array, which a kept alias returns as it is.)
@@ -34,7 +36,7 @@ EXACT_OPS = frozenset({
     "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs", "sign",
     "floor", "ceil", "round", "relu", "sqrt", "rsqrt", "reciprocal", "erf", "gelu",
-    "isnan", "isinf", "clamp", "where", "cast",
+    "isnan", "isinf", "clamp", "where", "cast", "pow",
 })
 STORAGE = {"float32": "float", "bool": "bool"}
 # No contraction into FMAs and no fast-math: the IEEE operations NumPy does, rounded as
@@ -75,6 +77,7 @@ def preamble() -> str:
     return "\n".join([
         "#include <math.h>",
         "#include <stdbool.h>",
+        float32_math.C_CODE,
         # NumPy's maximum / minimum: NaN in either operand wins, and of two equal
         # operands (+0 and -0) the second is the result.
         "static inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }",
@@ -94,7 +97,7 @@ class Renderer(cexpr.Renderer):
 
     def expression(self, member: Any, args: tuple[int, ...]) -> str:
         op = member.op
-        if op == "erf" or op == "gelu":
+        if op == "erf" or op == "gelu" or op in float32_math.OPS:
             return f"ember_{op}({self.operand(args[0], member.dtype)})"
         if op == "isinf" and self.dtypes[args[0]] != "bool":
             return f"(fabsf(v{args[0]}) == INFINITY)"
@@ -105,6 +108,9 @@ def compilable(member: Any, dtype_of: Any) -> bool:
     """Whether ``member`` renders to C with exactly its NumPy kernel's results: float32
     arithmetic and tests, bool logic, and casts and selects between the two."""
     op, dtype = member.op, member.dtype
+    if op in float32_math.OPS:  # only once the unfused kernel runs the same C
+        return (op in float32_math.READY and dtype == "float32"
+                and all(dtype_of(i) in STORAGE for i in member.inputs))
     if op not in EXACT_OPS or dtype not in STORAGE:
         return False
     if any(dtype_of(i) not in STORAGE for i in member.inputs):
@@ -115,6 +121,8 @@ def compilable(member: Any, dtype_of: Any) -> bool:
         return member.attrs[0] == "float32"
     if op in cexpr.FLOAT_TESTS or op == "where" or op == "cast":
         return True
+    if op == "pow":  # products and square roots only; powf differs from NumPy's power
+        return dtype == "float32" and powers.lowered_exponent(member) is not None
     if op == "round" and member.attrs:  # decimals: a scaled rint NumPy does in three passes
         return False
     return dtype == "float32"

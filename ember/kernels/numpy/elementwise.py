@@ -14,7 +14,8 @@ import math
 import numpy as np
 from scipy import special
 
-from ember.kernels.numpy import fast_erf
+from ember.kernels.fusion import powers
+from ember.kernels.numpy import compiled, fast_erf
 from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
 _LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
@@ -66,6 +67,15 @@ def _int_pow(base, exponent, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _lowered_pow(xp, exponent: float, x, out_dtype: np.dtype, shape, pool):
+    """``x ** exponent`` as products, sqrt and quotients (``fusion/powers.py``), the
+    operations compiled and generated kernels render."""
+    if out_dtype in _LOW_PRECISION:
+        return powers.compute(xp, exponent, _widen(x, out_dtype),
+                              xp.empty(shape, _F32)).astype(out_dtype)
+    return powers.compute(xp, exponent, _cast(x, out_dtype), pool.empty(shape, out_dtype))
+
+
 # IR op → the ufunc's name in NumPy's API (the same in every array module that mirrors it).
 _ARITHMETIC = {
     "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
@@ -83,8 +93,12 @@ def _arithmetic_kernel(ufunc_name, op):
     def run(msg, pool, *inputs):
         lhs, rhs = _operands(msg, inputs)
         xp = namespace(lhs, rhs)
-        ufunc = getattr(xp, ufunc_name)
         out_dtype = NP[msg.dtype]
+        if op == "pow":
+            exponent = powers.lowered_exponent(msg)
+            if exponent is not None:
+                return _lowered_pow(xp, exponent, lhs, out_dtype, msg.shape, pool)
+        ufunc = getattr(xp, ufunc_name)
         if out_dtype in _LOW_PRECISION:
             result = ufunc(_widen(lhs, out_dtype), _widen(rhs, out_dtype),
                            out=xp.empty(msg.shape, _F32), dtype=_F32)
@@ -179,6 +193,20 @@ def _sign(x, out):
     return out
 
 
+def _own_float32(op, fallback):
+    """``op`` as ember's own float32 C (``float32_math``, which fused groups compile too)
+    for float32 host arrays; ``fallback`` (NumPy's) for other dtypes and modules, or
+    where no C compiler works."""
+
+    def apply(x, out):
+        if (type(x) is np.ndarray and x.dtype == _F32 and out.dtype == _F32
+                and compiled.apply_math(op, x, out)):
+            return out
+        return fallback(x, out)
+
+    return apply
+
+
 def _with_out(fn):
     """``fn`` (a NumPy ufunc) through the array module of its input; SciPy's ufuncs,
     which array modules do not carry, dispatch through ``__array_ufunc__``."""
@@ -190,10 +218,13 @@ def _with_out(fn):
 
 
 _FLOAT_FUNCTIONS = {
-    "exp": _with_out(np.exp), "log": _with_out(np.log), "log1p": _with_out(np.log1p),
-    "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt, "sin": _with_out(np.sin),
-    "cos": _with_out(np.cos), "tanh": _with_out(np.tanh), "sigmoid": _with_out(special.expit),
-    "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu, "erf": fast_erf.erf,
+    "exp": _own_float32("exp", _with_out(np.exp)), "log": _own_float32("log", _with_out(np.log)),
+    "log1p": _with_out(np.log1p), "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt,
+    "sin": _with_out(np.sin), "cos": _with_out(np.cos),
+    "tanh": _own_float32("tanh", _with_out(np.tanh)),
+    "sigmoid": _own_float32("sigmoid", _with_out(special.expit)), "gelu": _gelu,
+    "gelu_tanh": _own_float32("gelu_tanh", _gelu_tanh), "silu": _own_float32("silu", _silu),
+    "erf": fast_erf.erf,
     "reciprocal": lambda x, out: namespace(x).divide(1.0, x, out=out),
 }
 _SAME_DTYPE_FUNCTIONS = {

@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ember.kernels.fusion import powers
 from ember.kernels.fusion.planner import ELEMENTWISE
 from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.scalar_ops import expression, helpers_for
@@ -42,6 +43,8 @@ _PARAM_DTYPE = {"f": "float32", "i": "int32", "b": "bool"}
 def split_scalars(member: Any) -> tuple[tuple, list[tuple[Any, str]]]:
     """(attrs with scalar values left out, [(scalar, dtype it converts to)])."""
     op, attrs = member.op, member.attrs
+    if powers.lowered_exponent(member) is not None:
+        return attrs, []  # the exponent is rendered into the shader (products, sqrt)
     if op in _BINARY_WITH_SCALAR and len(attrs) == 3:
         compute, value, scalar_is_lhs = attrs
         target = compute if op in _COMPARISONS else member.dtype

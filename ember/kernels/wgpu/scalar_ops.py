@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from ember.kernels.fusion import powers
 from ember.kernels.wgpu.codegen import convert, kind, round_f16
 
 _NAN = "bitcast<f32>(0x7fc00000u)"
@@ -159,6 +160,10 @@ def _round_f16(expr: str, dtype: str) -> str:
 def expression(op: str, attrs: tuple, dtype: str, operands: list[tuple[str, str]]) -> str:
     """The WGSL expression of ``op`` producing a register value of ``dtype``."""
     out_kind = kind(dtype)
+    if op == "pow" and len(operands) == 1:  # x ** n lowered (``fusion/powers.py``)
+        (x, dx), = operands
+        lowered = powers.expression(float(attrs[1]), f"({convert(x, dx, dtype)})", "1.0", "sqrt")
+        return _round_f16(lowered, dtype)
     if op in _ARITHMETIC["f"] or op in _ARITHMETIC["i"]:
         (a, da), (b, db) = operands
         template = _ARITHMETIC[out_kind].get(op)
