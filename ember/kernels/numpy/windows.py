@@ -45,11 +45,6 @@ _HEADER = """#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#define GEOMETRY \\
-  const long long C = d[0], H = d[1], W = d[2], OH = d[3], OW = d[4], KH = d[5], \\
-    KW = d[6], SH = d[7], SW = d[8], PH = d[9], PW = d[10], DH = d[11], DW = d[12], \\
-    SN = d[13], SC = d[14], SK = d[15]; \\
-  (void)C; (void)SN; (void)SC; (void)SK;
 /* Output cells [lo, hi) whose input column o*SW - PW + kw*DW falls in [0, W). */
 static inline void span(long long kw, long long W, long long OW, long long SW, long long PW,
                         long long DW, long long *lo, long long *hi) {
@@ -133,47 +128,75 @@ void NAME(long long begin, long long end, const long long *d, const void *colsv,
 }
 """
 
-# Row ``oh`` of windows: each one's max into ``best`` and, where ``at`` is given, its
-# chosen cell as PyTorch's CPU kernel chooses it: the first cell inside the plane, then
-# any greater value or any NaN (so the first max, or the last NaN). The kernel offsets
-# are the outer loop, in the window's row-major order, so that the loop over the row's
-# windows has no branch and vectorizes (random data mispredicts a branch per cell).
-_ROW_MAX = """
-static inline void row_max(const T *src, long long oh, const long long *d, T *best,
-                           long long *at) {
+# The max of one window and its chosen cell, as PyTorch's CPU kernel chooses it: the first
+# cell inside the plane, then any greater value or any NaN (so the first max, or the last
+# NaN). ``window_max`` tests every cell's bounds; ``plane_max`` calls it only for windows
+# that reach past the plane and reads the others straight, their taps unrolled where
+# the geometry is fixed at compile time. The choice is a select, not a branch (random
+# data would mispredict one per cell).
+_PLANE_MAX = """
+static inline long long window_max(const T *src, long long ih0, long long iw0,
+                                   const long long *d, T *value) {
   GEOMETRY
-  const long long ih0 = oh * SH - PH;
-  long long h0 = ih0;
+  long long h0 = ih0, w0 = iw0;
   while (h0 < 0) h0 += DH;
-  for (long long o = 0; o < OW; ++o) best[o] = LOWEST;
-  if (at) {
-    for (long long o = 0; o < OW; ++o) {
-      long long w0 = o * SW - PW;
-      while (w0 < 0) w0 += DW;
-      at[o] = h0 * W + w0;
-    }
-  }
+  while (w0 < 0) w0 += DW;
+  long long at = h0 * W + w0;
+  T best = LOWEST;
   for (long long kh = 0; kh < KH; ++kh) {
     const long long ih = ih0 + kh * DH;
     if (ih < 0 || ih >= H) continue;
     for (long long kw = 0; kw < KW; ++kw) {
-      long long lo, hi;
-      span(kw, W, OW, SW, PW, DW, &lo, &hi);
-      const long long first = ih * W + kw * DW - PW;
-      const T *line = src + first;
-      if (at) {
-        for (long long o = lo; o < hi; ++o) {
-          const T v = line[o * SW];
-          const int take = (v > best[o]) | (v != v);
-          best[o] = take ? v : best[o];
-          at[o] = take ? first + o * SW : at[o];
-        }
-      } else {
-        for (long long o = lo; o < hi; ++o) {
-          const T v = line[o * SW];
-          best[o] = ((v > best[o]) | (v != v)) ? v : best[o];
+      const long long iw = iw0 + kw * DW;
+      if (iw < 0 || iw >= W) continue;
+      const T v = src[ih * W + iw];
+      const int take = (v > best) | (v != v);
+      best = take ? v : best;
+      at = take ? ih * W + iw : at;
+    }
+  }
+  *value = best;
+  return at;
+}
+
+static inline void plane_max(const T *src, const long long *d, T *values, int64_t *cells,
+                             const int with_values, const int with_cells) {
+  GEOMETRY
+  /* Windows [inner_lo, inner_hi) of a row have every column inside the plane. */
+  long long inner_lo = PW > 0 ? (PW + SW - 1) / SW : 0;
+  long long inner_hi = W - (KW - 1) * DW + PW > 0 ? (W - (KW - 1) * DW + PW - 1) / SW + 1 : 0;
+  if (inner_hi > OW) inner_hi = OW;
+  if (inner_lo > inner_hi) inner_lo = inner_hi;
+  for (long long oh = 0; oh < OH; ++oh) {
+    const long long ih0 = oh * SH - PH;
+    const int rows_inside = ih0 >= 0 && ih0 + (KH - 1) * DH < H;
+    const long long lo = rows_inside ? inner_lo : OW, hi = rows_inside ? inner_hi : OW;
+    T *row_values = values + oh * OW;
+    int64_t *row_cells = cells + oh * OW;
+    for (long long ow = 0; ow < OW; ++ow) {  /* windows reaching past the plane */
+      if (ow == lo) ow = hi;
+      if (ow == OW) break;
+      T best;
+      const long long at = window_max(src, ih0, ow * SW - PW, d, &best);
+      if (with_values) row_values[ow] = best;
+      if (with_cells) row_cells[ow] = at;
+    }
+    /* Inside: no bounds tests, a loop over the row's windows that vectorizes. */
+    for (long long ow = lo; ow < hi; ++ow) {
+      const long long first = ih0 * W + ow * SW - PW;
+      T best = src[first];
+      long long at = first;
+      for (long long kh = 0; kh < KH; ++kh) {
+        for (long long kw = 0; kw < KW; ++kw) {
+          const long long cell = first + kh * DH * W + kw * DW;
+          const T v = src[cell];
+          const int take = (v > best) | (v != v);
+          best = take ? v : best;
+          at = take ? cell : at;
         }
       }
+      if (with_values) row_values[ow] = best;
+      if (with_cells) row_cells[ow] = at;
     }
   }
 }
@@ -187,18 +210,13 @@ void NAME(long long begin, long long end, const long long *d, const void *xv, vo
   const T *x = (const T *)xv;
   T *values = (T *)valuesv;
   int64_t *indices = (int64_t *)indicesv;
-  T *best = malloc(OW * sizeof(T));
-  long long *at = indices ? malloc(OW * sizeof(long long)) : NULL;
   for (long long plane = begin; plane < end; ++plane) {
-    for (long long oh = 0; oh < OH; ++oh) {
-      const long long row = (plane * OH + oh) * OW;
-      row_max(x + plane * H * W, oh, d, best, at);
-      if (values) memcpy(values + row, best, OW * sizeof(T));
-      if (indices) for (long long o = 0; o < OW; ++o) indices[row + o] = at[o];
-    }
+    const T *src = x + plane * H * W;
+    const long long out = plane * OH * OW;
+    if (values && indices) plane_max(src, d, values + out, indices + out, 1, 1);
+    else if (values) plane_max(src, d, values + out, NULL, 1, 0);
+    else plane_max(src, d, NULL, indices + out, 0, 1);
   }
-  free(best);
-  free(at);
 }
 """
 
@@ -211,26 +229,22 @@ void NAME(long long begin, long long end, const long long *d, const void *xv,
   const T *x = (const T *)xv;
   const T *grad = (const T *)gradv;
   T *out = (T *)outv;
-  T *best = malloc(OW * sizeof(T));
-  long long *at = malloc(OW * sizeof(long long));
+  int64_t *cells = malloc((OH * OW > 0 ? OH * OW : 1) * sizeof(int64_t));
   for (long long plane = begin; plane < end; ++plane) {
     T *dst = out + plane * H * W;
+    const T *g = grad + plane * OH * OW;
+    plane_max(x + plane * H * W, d, NULL, cells, 0, 1);
     memset(dst, 0, H * W * sizeof(T));
-    for (long long oh = 0; oh < OH; ++oh) {
-      const T *g = grad + (plane * OH + oh) * OW;
-      row_max(x + plane * H * W, oh, d, best, at);
-      for (long long o = 0; o < OW; ++o) {
-        if (at[o] >= 0 && at[o] < H * W) dst[at[o]] += g[o];
-      }
+    for (long long o = 0; o < OH * OW; ++o) {
+      if (cells[o] >= 0 && cells[o] < H * W) dst[cells[o]] += g[o];
     }
   }
-  free(best);
-  free(at);
+  free(cells);
 }
 """
 
-_BODIES = {"im2col": (_IM2COL,), "col2im": (_COL2IM,), "max_pool": (_ROW_MAX, _MAX_POOL),
-           "max_pool_backward": (_ROW_MAX, _MAX_POOL_BACKWARD)}
+_BODIES = {"im2col": (_IM2COL,), "col2im": (_COL2IM,), "max_pool": (_PLANE_MAX, _MAX_POOL),
+           "max_pool_backward": (_PLANE_MAX, _MAX_POOL_BACKWARD)}
 
 
 class _Source:
@@ -243,31 +257,54 @@ class _Source:
         self.code = code
 
 
-def render(kind: str, dtype: np.dtype) -> _Source:
-    """The C source of ``kind`` (im2col, col2im, max_pool, max_pool_backward) on ``dtype``."""
+_GEOMETRY = ("C", "H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "SN",
+             "SC", "SK")
+_FIXABLE = ("KH", "KW", "SH", "SW", "DH", "DW")
+
+
+def render(kind: str, dtype: np.dtype, fixed: tuple[int, ...] | None = None) -> _Source:
+    """The C source of ``kind`` (im2col, col2im, max_pool, max_pool_backward) on ``dtype``;
+    ``fixed``: the kernel, stride and dilation (h, w each) as constants, else run-time."""
     c_type = _TYPES[np.dtype(dtype)]
-    name = f"ember_{kind}_{np.dtype(dtype).name}"
+    constants = dict(zip(_FIXABLE, fixed)) if fixed is not None else {}
+    suffix = "_" + "_".join(map(str, fixed)) if fixed is not None else ""
+    name = f"ember_{kind}_{np.dtype(dtype).name}{suffix}"
+    values = ", ".join(f"{v} = {constants.get(v, f'd[{i}]')}" for i, v in enumerate(_GEOMETRY))
+    geometry = (f"#define GEOMETRY const long long {values}; "
+                + " ".join(f"(void){v};" for v in _GEOMETRY) + "\n")
     body = "".join(_BODIES[kind]).replace("NAME", name)
-    code = (f"#define T {c_type}\n#define LOWEST {_LOWEST[c_type]}\n" + _HEADER + body)
+    code = f"#define T {c_type}\n#define LOWEST {_LOWEST[c_type]}\n{_HEADER}{geometry}{body}"
     return _Source(name, code)
 
 
-_functions: dict[tuple[str, np.dtype], object] = {}
+_functions: dict[tuple, object] = {}
 
 
-def _function(kind: str, dtype: np.dtype):
-    """The compiled ``kind`` for ``dtype``, or None where it cannot be had."""
-    key = (kind, dtype)
+def _function(kind: str, dtype: np.dtype, fixed: tuple[int, ...] | None = None):
+    """The compiled ``kind`` for ``dtype`` (and ``fixed``, see ``render``), or None where it
+    cannot be had."""
+    key = (kind, dtype, fixed)
     found = _functions.get(key, False)
     if found is False:
         found = None
         if dtype in _TYPES:
-            found = compiled.compiler().function(render(kind, dtype), _FUNCTION)
+            found = compiled.compiler().function(render(kind, dtype, fixed), _FUNCTION)
         _functions[key] = found
     return found
 
 
-def _usable(kind: str, inputs: tuple, outputs: tuple) -> tuple | None:
+def _fixed(kernel, stride, dilation) -> tuple[int, ...] | None:
+    """The pooling geometry compiled as constants (its taps unrolled): small windows, the
+    common case, a bounded number of variants; others read it at run time."""
+    kernel, stride, dilation = (((1,) * (2 - len(v)) + tuple(v)) for v in
+                                (kernel, stride, dilation))
+    if max(kernel) <= 4 and max(stride) <= 4 and max(dilation) == 1:
+        return (*kernel, *stride, *dilation)
+    return None
+
+
+def _usable(kind: str, inputs: tuple, outputs: tuple,
+            fixed: tuple[int, ...] | None = None) -> tuple | None:
     """``kind``'s function and ``inputs`` made C-contiguous, where the arrays are NumPy's
     of one dtype with a C rendering and ``outputs`` (None entries skipped) are
     C-contiguous; else None."""
@@ -279,7 +316,7 @@ def _usable(kind: str, inputs: tuple, outputs: tuple) -> tuple | None:
             return None
     if any(a is not None and not a.flags.c_contiguous for a in outputs):
         return None
-    function = _function(kind, dtype)
+    function = _function(kind, dtype, fixed)
     if function is None:
         return None
     return function, [np.ascontiguousarray(a) for a in inputs]
@@ -352,7 +389,7 @@ def run_max_pool(x: np.ndarray, values: np.ndarray | None, indices: np.ndarray |
     """Max-pool ``x`` (N, C, H, W) into ``values`` and / or ``indices`` (int64, the chosen
     cell's ``h·W + w``), both (N, C, OH, OW). False: nothing written."""
     target = values if values is not None else indices
-    usable = _usable("max_pool", (x,), (values,))
+    usable = _usable("max_pool", (x,), (values,), _fixed(kernel, stride, dilation))
     if usable is None or (indices is not None and not (
             type(indices) is np.ndarray and indices.dtype == np.int64
             and indices.flags.c_contiguous)):
@@ -371,7 +408,7 @@ def run_max_pool_backward(x: np.ndarray, grad: np.ndarray, out: np.ndarray, kern
                           padding, dilation) -> bool:
     """Write into ``out`` (like ``x``, N, C, H, W) the max pool's input gradient for the
     output gradient ``grad`` (N, C, OH, OW). False: nothing written."""
-    usable = _usable("max_pool_backward", (x, grad), (out,))
+    usable = _usable("max_pool_backward", (x, grad), (out,), _fixed(kernel, stride, dilation))
     if usable is None:
         return False
     function, (x, grad) = usable
