@@ -220,11 +220,13 @@ def _conv_weight_grad(msg, pool, x, grad):
     cols = _im2col(pool, x, padding, grad.shape[2:], msg.shape[2:], stride, dilation, groups,
                    batch_major=False)
     # One matmul per group over (batch · positions): channels first, batch next to positions.
+    # Columns on the left keep both operands' rows contiguous along the contraction, the
+    # layout BLAS runs fastest here; the small (taps, O) result is transposed on the copy out.
     positions = math.prod(grad.shape[2:])
     module = namespace(x)
     g = module.ascontiguousarray(module.swapaxes(grad.reshape(n, o, positions), 0, 1))
-    result = module.matmul(g.reshape(groups, o // groups, n * positions),
-                           module.swapaxes(cols, 1, 2))
+    result = module.swapaxes(module.matmul(
+        cols, module.swapaxes(g.reshape(groups, o // groups, n * positions), 1, 2)), 1, 2)
     if type(cols) is np.ndarray:  # scratch: the pool takes it back if nothing holds it
         pool.release(cols)
     out = pool.empty(msg.shape, NP[msg.dtype])
