@@ -1,17 +1,18 @@
-"""NumPy kernels of convolution and pooling: im2col through stride tricks, then BLAS.
+"""NumPy kernels of convolution: im2col, then BLAS; the transpose multiplies, then col2im.
 
-A convolution gathers every receptive field of the (padded) input into one
-column matrix with a strided view and a single copy (im2col), and contracts
-it with the weight by ``np.matmul``: per sample and group for the forward
-(written straight into the NCHW result), per group over the whole batch for
-the weight gradient. Its transpose multiplies first and then scatters the
-columns back (col2im). Depthwise layers (one input channel per group) use
-multiply-adds per kernel offset instead of single-row matmuls. The scatter is a loop
-over the *kernel offsets* (9 for a 3×3 kernel), each a vectorized add over
-every output position at once: the fully vectorized alternatives are clearly
-worse (measured on a 3×3 stride-2 input gradient, 32 channels, batch 64:
-8 ms here, 52 ms for a ``bincount`` over an int64 index per column entry,
-150 ms for ``np.add.at``).
+A convolution gathers every receptive field of the input into one column
+matrix (im2col) and contracts it with the weight by ``np.matmul``: per sample
+and group for the forward (written straight into the NCHW result), per group
+over the whole batch for the weight gradient. Its transpose multiplies first
+and then scatters the columns back (col2im). On NumPy arrays, im2col and
+col2im are compiled C loops (``windows``) into pooled scratch buffers, the
+padding a bounds test; elsewhere (no C compiler, a GPU array module) im2col
+is a strided view of the padded input copied once, and col2im a loop over
+the *kernel offsets* (9 for a 3×3 kernel), each a vectorized add over every
+output position at once (a ``bincount`` or ``np.add.at`` over every column
+entry is much slower).
+Depthwise layers (one input channel per group) use multiply-adds per kernel
+offset instead of single-row matmuls.
 
 Layouts are PyTorch's: inputs (N, C, *spatial) or unbatched (C, *spatial);
 convolution weights (O, C / groups, *kernel); transposed-convolution
@@ -20,14 +21,9 @@ from the weight (or the message's output shape), so one kernel serves 1-D
 and 2-D. float16 and bfloat16 compute in float32 and round once, as
 PyTorch's CPU kernels do.
 
-Attributes, as ``ember/ops/conv.py`` builds them:
-
-- convolutions: ``(stride, padding, dilation, groups)`` with ``padding`` a
-  ``(low, high)`` pair per spatial dim;
-- pooling: ``(kernel, stride, padding, dilation, ceil_mode)`` (``max_pool2d``)
-  and ``(kernel, stride, padding, ceil_mode, count_include_pad,
-  divisor_override)`` (``avg_pool2d``); the output's spatial size is always
-  the message's.
+Attributes, as ``ember/ops/conv.py`` builds them: ``(stride, padding,
+dilation, groups)`` with ``padding`` a ``(low, high)`` pair per spatial dim.
+Pooling kernels are in ``pooling``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ loop over kernel offsets in Python with a pass over memory each. Here each of
 these is one C loop over the (sample, channel) planes, split between the cores;
 padding is a bounds test, not a padded copy. The functions are compiled by
 ``compiled``'s compiler (cached in memory and on disk) per element type: float32
-and float64 for the convolutions, those and int32 / int64 for pooling.
+and float64 for the convolutions, those and int32 / int64 for pooling; small
+pooling windows (the usual 2×2 and 3×3) also per geometry, as constants.
 
 ``run_*`` return False (having written nothing) where the C path does not apply:
 no C compiler, ``EMBER_CPU_COMPILE=0``, an element type without a rendering, or
