@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
-from ember.kernels.numpy import fast_erf
+from ember.dtype import LOW_PRECISION as _LOW_PRECISION
+from ember.kernels.numpy import fast_erf, lazy_scipy
 from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
-_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 
@@ -153,8 +152,14 @@ def _gelu_tanh(x, out):
     return out
 
 
+def _sigmoid(x, out):
+    expit = lazy_scipy.special().expit
+    # SciPy's ufuncs, which array modules do not carry, dispatch through __array_ufunc__.
+    return getattr(namespace(x), "expit", expit)(x, out=out)
+
+
 def _silu(x, out):
-    special.expit(x, out=out)
+    lazy_scipy.special().expit(x, out=out)
     out *= x
     return out
 
@@ -180,8 +185,7 @@ def _sign(x, out):
 
 
 def _with_out(fn):
-    """``fn`` (a NumPy ufunc) through the array module of its input; SciPy's ufuncs,
-    which array modules do not carry, dispatch through ``__array_ufunc__``."""
+    """``fn`` (a NumPy ufunc) through the array module of its input."""
 
     def apply(x, out):
         return getattr(namespace(x), fn.__name__, fn)(x, out=out)
@@ -192,7 +196,7 @@ def _with_out(fn):
 _FLOAT_FUNCTIONS = {
     "exp": _with_out(np.exp), "log": _with_out(np.log), "log1p": _with_out(np.log1p),
     "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt, "sin": _with_out(np.sin),
-    "cos": _with_out(np.cos), "tanh": _with_out(np.tanh), "sigmoid": _with_out(special.expit),
+    "cos": _with_out(np.cos), "tanh": _with_out(np.tanh), "sigmoid": _sigmoid,
     "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu, "erf": fast_erf.erf,
     "reciprocal": lambda x, out: namespace(x).divide(1.0, x, out=out),
 }
