@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import ember as em  # noqa: E402  (after the path: run as a script from anywhere)
 from benchmarks.common import machine, torch  # noqa: E402
+from benchmarks.paired import Row, markdown, measure  # noqa: E402
 from ember import nn, optim, train  # noqa: E402
 from ember.nn import functional as F  # noqa: E402
 
@@ -49,52 +49,6 @@ if torch is not None:
 
 DEVICE = em.cpu()
 GELU_C = 0.79788456
-
-
-@dataclass
-class Row:
-    """A workload: ``make()`` builds its data and returns (ember sample, torch sample),
-    two callables that each run ``units`` units of the same work."""
-
-    name: str
-    goal: str  # as the issue states it: a bound on ember ÷ torch, or an absolute time
-    unit: str  # "µs", "ms" or "s", per unit
-    units: int
-    make: Callable[[], tuple[Callable[[], object], Callable[[], object]]]
-    repeats: int
-    goal_ratio: float | None = None  # the bound the ratio must meet, where the goal is one
-    goal_seconds: float | None = None  # the bound ember's time must meet, where it is one
-    warmup: int = 1  # samples of each side run first, untimed
-
-
-@dataclass
-class Result:
-    row: Row
-    ember_s: list[float]  # per unit
-    torch_s: list[float]
-    ratios: list[float]
-
-
-def _time(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def measure(row: Row) -> Result:
-    ember, torch_ = row.make()
-    for _ in range(row.warmup):
-        ember()
-        torch_()
-    ember_s, torch_s = [], []
-    for i in range(row.repeats):
-        if i % 2:
-            t, e = _time(torch_), _time(ember)
-        else:
-            e, t = _time(ember), _time(torch_)
-        ember_s.append(e / row.units)
-        torch_s.append(t / row.units)
-    return Result(row, ember_s, torch_s, [e / t for e, t in zip(ember_s, torch_s)])
 
 
 # ----- the workloads ---------------------------------------------------------------------
@@ -324,33 +278,6 @@ def rows(quick: bool) -> list[Row]:
                    f"PyTorch loop)", "≤ 1.0", "s", 1, lambda: digits_loop(epochs), 1 if quick else 3,
                    goal_ratio=1.0, warmup=0 if quick else 1))
     return out
-
-
-_SCALE = {"µs": 1e6, "ms": 1e3, "s": 1.0}
-
-
-def _span(values: list[float], scale: float) -> str:
-    digits = 3 if scale == 1.0 else (2 if statistics.median(values) * scale < 100 else 1)
-    return f"{statistics.median(values) * scale:.{digits}f} ({min(values) * scale:.{digits}f})"
-
-
-def _met(result: Result) -> str:
-    row = result.row
-    if row.goal_seconds is not None:
-        return "yes" if statistics.median(result.ember_s) <= row.goal_seconds else "no"
-    return "yes" if statistics.median(result.ratios) <= row.goal_ratio else "no"
-
-
-def markdown(results: list[Result]) -> str:
-    lines = ["| workload | unit | PyTorch median (min) | ember median (min) | "
-             "ember ÷ torch median (min) | goal | met (median) |",
-             "|---|---|---|---|---|---|---|"]
-    for result in results:
-        row, scale = result.row, _SCALE[result.row.unit]
-        lines.append(f"| {row.name} | {row.unit} | {_span(result.torch_s, scale)} | "
-                     f"{_span(result.ember_s, scale)} | {statistics.median(result.ratios):.2f} "
-                     f"({min(result.ratios):.2f}) | {row.goal} | {_met(result)} |")
-    return "\n".join(lines)
 
 
 def main() -> None:
