@@ -280,25 +280,31 @@ def rows(quick: bool) -> list[Row]:
     return out
 
 
+def run(quick: bool = False, only: str | None = None) -> str:
+    """The table as markdown, under a line naming the machine (rows whose name contains
+    ``only``, if given); progress goes to stderr."""
+    if torch is None:
+        return "bench_runtime: PyTorch is not installed; every row compares with it\n"
+    started = time.perf_counter()
+    results = []
+    for row in rows(quick):
+        if only and only.lower() not in row.name.lower():
+            continue
+        results.append(measure(row))
+        print(f"  {row.name}: {statistics.median(results[-1].ratios):.2f}×", file=sys.stderr,
+              flush=True)
+    return (f"### The host path against PyTorch (issue 21)\n\n{machine()}; NumPy "
+            f"{np.__version__}, PyTorch {torch.__version__} ({torch.get_num_threads()} threads); "
+            f"{'--quick; ' if quick else ''}{time.perf_counter() - started:.0f} s\n\n"
+            f"{markdown(results)}\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about 30 s: fewer, smaller samples")
     parser.add_argument("--only", help="run only the rows whose name contains this text")
     args = parser.parse_args()
-    if torch is None:
-        raise SystemExit("bench_runtime: PyTorch is not installed; every row compares with it")
-    started = time.perf_counter()
-    results = []
-    for row in rows(args.quick):
-        if args.only and args.only.lower() not in row.name.lower():
-            continue
-        results.append(measure(row))
-        print(f"  {row.name}: {statistics.median(results[-1].ratios):.2f}×", file=sys.stderr,
-              flush=True)
-    print(f"{machine()}; NumPy {np.__version__}, PyTorch {torch.__version__} "
-          f"({torch.get_num_threads()} threads); {'--quick; ' if args.quick else ''}"
-          f"{time.perf_counter() - started:.0f} s\n")
-    print(markdown(results))
+    print(run(args.quick, args.only))
 
 
 if __name__ == "__main__":
