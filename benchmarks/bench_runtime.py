@@ -275,8 +275,8 @@ def rows(quick: bool) -> list[Row]:
     ]
     epochs = 2 if quick else 20
     out.append(Row(f"digits demo training loop, {epochs} epochs (`Learner.fit_sync` vs a "
-                   f"PyTorch loop)", "≤ 1.0", "s", 1, lambda: digits_loop(epochs), 1 if quick else 3,
-                   goal_ratio=1.0, warmup=0 if quick else 1))
+                   f"PyTorch loop)", "≤ 1.0", "s", 1, lambda: digits_loop(epochs),
+                   1 if quick else 3, goal_ratio=1.0, warmup=0 if quick else 1))
     return out
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ember.dtype import LOW_PRECISION as _LOW_PRECISION
-from ember.kernels.numpy.table import NP, kernel, namespace
+from ember.kernels.numpy.table import kernel, namespace
 
 _F32 = np.dtype(np.float32)
 

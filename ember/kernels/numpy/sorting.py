@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.dtype import is_bfloat16
-from ember.kernels.numpy.table import NP, kernel, namespace
+from ember.kernels.numpy.table import kernel, namespace
 
 # ml_dtypes' bfloat16 sorts NaN out of place (and slowly); float32 holds every
 # bfloat16 exactly and in the same order.
