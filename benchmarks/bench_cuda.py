@@ -29,16 +29,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import cupy as cp
 import numpy as np
-import torch
-from cupyx.scipy import special as cp_special
 
 import ember as em
-from ember.kernels.cupy import fused as ember_fused
+from benchmarks.paired import Row, markdown, measure
 from ember.nn import functional as F
 
-DEV = em.cuda(0)
+try:
+    import cupy as cp
+    import torch
+    from cupyx.scipy import special as cp_special
+
+    from ember.kernels.cupy import fused as ember_fused
+except ImportError:  # no CUDA stack here: the script says so and exits (__main__)
+    cp = torch = None
+
+HAS_CUDA = cp is not None and torch.cuda.is_available() and bool(em.available("cuda"))
+DEV = em.cuda(0) if HAS_CUDA else None
 SQRT_2 = math.sqrt(2.0)
 
 
@@ -531,12 +538,53 @@ def launch_overhead() -> None:
           + f" | {graphed.graph_stats()} |", flush=True)
 
 
+def host_path() -> None:
+    """Issue 21's GPU rows: reads, syncs and tiny ops against PyTorch, interleaved pairs
+    (benchmarks/paired.py), each ember sample ending in a read or a sync as torch's does."""
+    x_em, x_t = em.ones(16, device=DEV), torch.ones(16, device="cuda")
+    b_em, b_t = em.full((16,), 0.5, device=DEV), torch.full((16,), 0.5, device="cuda")
+
+    def repeated(fn: Callable[[], Any], n: int) -> Callable[[], None]:
+        def sample() -> None:
+            for _ in range(n):
+                fn()
+        return sample
+
+    def chain(x: Any, b: Any, adds: int, read: Callable[[Any], Any]) -> Callable[[], None]:
+        def sample() -> None:
+            y = x
+            for _ in range(adds):
+                y = y + b
+            read(y)
+        return sample
+
+    n, adds = 500, 1000
+    rows = [
+        Row("H200 read round trip `(x + 1).sum().item()`, float32[16]", "≤ 1.5", "µs", n,
+            lambda: (repeated(lambda: (x_em + 1).sum().item(), n),
+                     repeated(lambda: (x_t + 1).sum().item(), n)), 7, goal_ratio=1.5),
+        Row("H200 idle `em.sync()` vs `torch.cuda.synchronize()`", "≤ 2.0", "µs", n,
+            lambda: (repeated(em_sync, n), repeated(torch_sync, n)), 7, goal_ratio=2.0),
+        Row("H200 `x + 1` then `.numpy()`, float32[16]", "≤ 1.5", "µs", n,
+            lambda: (repeated(lambda: (x_em + 1).numpy(), n),
+                     repeated(lambda: (x_t + 1).cpu().numpy(), n)), 7, goal_ratio=1.5),
+        Row("H200 1000 chained tiny adds then one read, per add", "≤ 1.0", "µs", adds,
+            lambda: (chain(x_em, b_em, adds, lambda y: y.numpy()),
+                     chain(x_t, b_t, adds, lambda y: y.cpu().numpy())), 7, goal_ratio=1.0),
+    ]
+    print(markdown([measure(r) for r in rows]), flush=True)
+
+
 if __name__ == "__main__":
+    if not HAS_CUDA:
+        print("# bench_cuda: skipped: no CUDA GPU here (it needs CuPy, PyTorch with CUDA and "
+              "em.cuda(0))")
+        sys.exit(0)
     print(f"# {torch.cuda.get_device_name()}, CuPy {cp.__version__}, torch {torch.__version__}")
     _record_launches()
     sections = {f.__name__: f for f in (kernel_bandwidth, elementwise, lone_ops, matmul_sweep,
                                         launch_overhead, mlp_step, encoder_layer,
-                                        matmul_precision, data_parallel)}
+                                        matmul_precision, data_parallel, host_path)}
     chosen = sys.argv[1:] or list(sections)
     for section in (sections[name] for name in chosen):
         try:

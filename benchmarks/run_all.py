@@ -12,6 +12,7 @@ from benchmarks import bench_autodiff, bench_large, bench_overhead  # noqa: E402
 from benchmarks import bench_optim  # noqa: E402
 from benchmarks import bench_conv  # noqa: E402
 from benchmarks import bench_fusion  # noqa: E402
+from benchmarks import bench_runtime  # noqa: E402
 from benchmarks.common import machine, torch  # noqa: E402
 
 
@@ -20,6 +21,7 @@ def main() -> None:
     print(f"NumPy {__import__('numpy').__version__}"
           + (f", PyTorch {torch.__version__}" if torch is not None else ", PyTorch not installed")
           + "; command: `make bench`\n")
+    print(bench_runtime.run())
     print(bench_overhead.run())
     print(bench_large.run())
     print(bench_conv.run())

@@ -3,6 +3,7 @@
 ``import ember as em``; the public names are listed in ``__all__`` (API.md).
 """
 
+from ember._version import __version__
 from ember.device import Device, available, cpu, cuda, default_device, device, wgpu
 from ember.dtype import (
     DType,
@@ -43,7 +44,6 @@ from ember.tensor import Tensor
 from ember.nn.config import Config
 from ember import nn, optim, train  # after Tensor: they build on it
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Device", "DType", "Tensor",

@@ -2,12 +2,17 @@
 
 bfloat16 is ``ml_dtypes.bfloat16`` on the CPU: a real NumPy dtype whose
 arithmetic rounds like PyTorch's. Low-precision floats are computed in
-float32 and rounded once per op, as PyTorch's CPU kernels do.
+float32 and rounded once per op, as PyTorch's CPU kernels do. ``ml_dtypes``
+is imported when ``bfloat16.np`` is first read, not with ember: loading its
+extension costs more than the rest of ``import ember``, and most programs never
+touch a bfloat16.
 """
 
 from __future__ import annotations
 
-import ml_dtypes
+import sys
+from collections.abc import Callable
+
 import numpy as np
 
 from ember.errors import DTypeError
@@ -46,17 +51,64 @@ class DType:
         return (as_dtype, (self.name,))
 
 
+class _LazyDType(DType):
+    """A DType whose NumPy dtype comes from a module imported when ``np`` is first read."""
+
+    __slots__ = ("_load",)
+
+    def __init__(self, name: str, itemsize: int, kind: str, rank: int,
+                 load: Callable[[], object]) -> None:
+        self.name = name
+        self.itemsize = itemsize
+        self.kind = kind
+        self.rank = rank
+        self._load = load
+
+    @property
+    def np(self) -> np.dtype:
+        try:
+            return _NP_SLOT.__get__(self, DType)
+        except AttributeError:
+            resolved = np.dtype(self._load())
+            _NP_SLOT.__set__(self, resolved)
+            _BY_NUMPY[resolved] = self
+            LOW_PRECISION.add(resolved)
+            return resolved
+
+
+_NP_SLOT = DType.__dict__["np"]  # the base class's slot, which the property above fills once
+
+
+def _ml_dtypes_bfloat16() -> object:
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+def bfloat16_loaded() -> bool:
+    """Whether a bfloat16 NumPy array can exist yet (ml_dtypes is imported): until then a
+    NumPy dtype is never bfloat16, and checks can say so without importing it."""
+    return "ml_dtypes" in sys.modules
+
+
+def is_bfloat16(npd: np.dtype) -> bool:
+    """Whether NumPy dtype ``npd`` is ml_dtypes' bfloat16 (without importing ml_dtypes
+    when no bfloat16 array can exist)."""
+    return npd.kind == "V" and bfloat16_loaded() and npd == bfloat16.np
+
+
 bool_ = DType("bool", np.bool_, "b", 0)
 int32 = DType("int32", np.int32, "i", 0)
 int64 = DType("int64", np.int64, "i", 1)
 float16 = DType("float16", np.float16, "f", 0)
-bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "f", 0)
+bfloat16: DType = _LazyDType("bfloat16", 2, "f", 0, _ml_dtypes_bfloat16)
 float32 = DType("float32", np.float32, "f", 1)
 float64 = DType("float64", np.float64, "f", 2)
 
 ALL: tuple[DType, ...] = (bool_, int32, int64, float16, bfloat16, float32, float64)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
-_BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in ALL}
+# bfloat16 joins when its NumPy dtype is first read (_LazyDType.np).
+_BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in ALL if d is not bfloat16}
 # NumPy dtypes that have no ember twin but convert without loss of meaning.
 _NUMPY_WIDENED = {
     np.dtype(np.int8): int32, np.dtype(np.int16): int32, np.dtype(np.uint8): int32,
@@ -66,6 +118,25 @@ _NUMPY_WIDENED = {
 # PyTorch's other names (``torch.float``, ``torch.long`` ...), as strings.
 _ALIASES = {"bool_": bool_, "float": float32, "double": float64, "half": float16,
             "int": int32, "long": int64}
+
+
+
+class _NumpyByName(dict):
+    """IR dtype name → NumPy dtype; bfloat16's entry is added on its first lookup."""
+
+    def __missing__(self, name: str) -> np.dtype:
+        resolved = self[name] = BY_NAME[name].np
+        return resolved
+
+
+NUMPY_BY_NAME: dict[str, np.dtype] = _NumpyByName(
+    {d.name: d.np for d in ALL if d is not bfloat16})
+
+
+# NumPy dtypes that compute in float32 and round once per op (``npd in LOW_PRECISION``).
+# bfloat16's joins when it is first read (_LazyDType.np), which every path that makes a
+# bfloat16 array does first.
+LOW_PRECISION: set[np.dtype] = {np.dtype(np.float16)}
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
@@ -101,6 +172,8 @@ def as_dtype(value: object) -> DType:
     if npd is not None:
         if npd in _BY_NUMPY:
             return _BY_NUMPY[npd]
+        if is_bfloat16(npd):
+            return bfloat16
         if npd in _NUMPY_WIDENED:
             return _NUMPY_WIDENED[npd]
     raise DTypeError(
@@ -136,6 +209,8 @@ def from_numpy_dtype(npd: np.dtype, op: str) -> DType:
     npd = _native(npd)
     if npd in _BY_NUMPY:
         return _BY_NUMPY[npd]
+    if is_bfloat16(npd):
+        return bfloat16
     if npd in _NUMPY_WIDENED:
         return _NUMPY_WIDENED[npd]
     raise DTypeError(f"{op}: NumPy dtype {npd} has no ember equivalent (uint64, complex and "

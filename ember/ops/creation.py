@@ -12,7 +12,6 @@ import os
 import threading
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ember import dtype as _dtype
@@ -22,7 +21,7 @@ from ember.errors import DTypeError, ShapeError
 from ember.ops._core import call, make, next_id, parse_shape, resolve_device, resolve_dtype, user_site
 from ember.tensor import Tensor
 
-_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating, _dtype.bfloat16.np.type)
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _INT64 = np.iinfo(np.int64)
 
 
@@ -53,7 +52,7 @@ def _infer_array(data: Any, op: str) -> tuple[np.ndarray, DType]:
         raise ShapeError(f"{op}: nested sequences of unequal lengths (a ragged list) cannot "
                          f"make a tensor ({exc})") from None
     kind = array.dtype.kind
-    if kind == "f" or array.dtype == _dtype.bfloat16.np:
+    if kind == "f" or _dtype.is_bfloat16(array.dtype):
         return array, _dtype.DEFAULT_FLOAT
     if kind == "i":
         return array, _dtype.DEFAULT_INT
@@ -121,7 +120,8 @@ def from_numpy(array: np.ndarray, *, dtype: Any = None, device: Any = None) -> T
 def _scalar_value(op: str, value: Any) -> bool | int | float:
     if isinstance(value, Tensor):
         raise TypeError(f"{op}: expected a Python scalar, got a tensor; help: use t.item()")
-    if not isinstance(value, _SCALARS):
+    if not isinstance(value, _SCALARS) and not (isinstance(value, np.generic)
+                                                and _dtype.is_bfloat16(value.dtype)):
         raise TypeError(f"{op}: expected a Python scalar, got {type(value).__name__}")
     return value.item() if isinstance(value, np.generic) else value
 
@@ -140,7 +140,12 @@ def _fill_value(op: str, value: bool | int | float, dtype: DType) -> bool | int 
             raise ValueError(f"{op}: {value} does not fit in {dtype.name}")
         return int(value)
     value = float(value)
-    largest = float(ml_dtypes.finfo(dtype.np).max)  # (np.finfo knows no bfloat16)
+    if dtype is _dtype.bfloat16:
+        import ml_dtypes  # (np.finfo knows no bfloat16)
+
+        largest = float(ml_dtypes.finfo(dtype.np).max)
+    else:
+        largest = float(np.finfo(dtype.np).max)
     if math.isfinite(value) and abs(value) > largest:
         raise ValueError(f"{op}: {value} overflows {dtype.name} (largest finite value {largest})")
     return value

@@ -63,7 +63,7 @@ def _scalar(op: str, value: Any) -> Any:
     if isinstance(value, _SCALAR_TYPES):
         return value
     if isinstance(value, np.generic) and (value.dtype.kind in "biuf"
-                                          or value.dtype == _dtype.bfloat16.np):
+                                          or _dtype.is_bfloat16(value.dtype)):
         return value.item()
     hint = ""
     if isinstance(value, (list, tuple, np.ndarray)):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ember import dtype as _dtype
@@ -23,19 +23,61 @@ MAX_NDIM = 64
 # well below it keeps `np.empty(shape)` of an empty-but-wide shape from raising.
 _MAX_NBYTES = 2**62
 
+class DtypeTable(Mapping[str, np.dtype]):
+    """A file format's dtype names → NumPy dtypes, and back (``name_of``).
+
+    The types ml_dtypes defines join, importing it, on the first lookup of one of their
+    names, on iteration, or when ``name_of`` meets a dtype of kind "V" (theirs): only then
+    can they be needed, and most programs never load ml_dtypes at all.
+    """
+
+    def __init__(self, numpy_types: Mapping[str, type],
+                 ml_dtypes_names: Mapping[str, str]) -> None:
+        self._table = {name: np.dtype(t) for name, t in numpy_types.items()}
+        self._names = {npd: name for name, npd in self._table.items()}
+        self._pending = dict(ml_dtypes_names)  # file name → ml_dtypes attribute
+
+    def _load(self) -> None:
+        if self._pending:
+            import ml_dtypes
+
+            for name, attribute in self._pending.items():
+                npd = np.dtype(getattr(ml_dtypes, attribute))
+                self._table[name], self._names[npd] = npd, name
+            self._pending = {}
+
+    def __getitem__(self, name: str) -> np.dtype:
+        if name in self._pending:
+            self._load()
+        return self._table[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._table)
+
+    def name_of(self, npd: np.dtype) -> str | None:
+        """The file's name of ``npd`` (byte order ignored), or None if it has none."""
+        if npd.kind == "V":
+            self._load()
+        return self._names.get(npd if npd.isnative else npd.newbyteorder("="))
+
+
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 # Every dtype a NumPy array may have in a file, by NumPy's name for it.
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    np.dtype(t).name: np.dtype(t)
-    for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-              np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128,
-              ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)
-}
-_NAME_OF = {d: name for name, d in NUMPY_DTYPES.items()}
+NUMPY_DTYPES = DtypeTable(
+    {np.dtype(t).name: t
+     for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+               np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128)},
+    {name: name for name in _ML_DTYPES})
 
 
 def numpy_dtype_name(npd: np.dtype) -> str | None:
     """The file name of a NumPy dtype (byte order ignored), or None if files cannot hold it."""
-    return _NAME_OF.get(npd if npd.isnative else npd.newbyteorder("="))
+    return NUMPY_DTYPES.name_of(npd)
 
 
 def check_shape(where: str, shape: Any, itemsize: int) -> tuple[int, ...]:

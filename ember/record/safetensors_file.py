@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ember.errors import RecordError
@@ -42,16 +41,11 @@ from ember.tensor import Tensor
 MAX_HEADER_SIZE = 100_000_000
 _METADATA = "__metadata__"
 
-DTYPES: dict[str, np.dtype] = {
-    code: np.dtype(t) for code, t in (
-        ("BOOL", np.bool_), ("U8", np.uint8), ("I8", np.int8), ("U16", np.uint16),
-        ("I16", np.int16), ("U32", np.uint32), ("I32", np.int32), ("U64", np.uint64),
-        ("I64", np.int64), ("F16", np.float16), ("BF16", ml_dtypes.bfloat16),
-        ("F32", np.float32), ("F64", np.float64), ("F8_E4M3", ml_dtypes.float8_e4m3fn),
-        ("F8_E5M2", ml_dtypes.float8_e5m2), ("C64", np.complex64),
-    )
-}
-_CODE_OF = {npd: code for code, npd in DTYPES.items()}
+DTYPES = arrays.DtypeTable(
+    {"BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "U16": np.uint16, "I16": np.int16,
+     "U32": np.uint32, "I32": np.int32, "U64": np.uint64, "I64": np.int64, "F16": np.float16,
+     "F32": np.float32, "F64": np.float64, "C64": np.complex64},
+    {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"})
 
 
 # ----- saving ---------------------------------------------------------------------------
@@ -94,8 +88,7 @@ def save_safetensors(state_dict: Mapping[str, Any], path: str | os.PathLike,
         else:
             raise TypeError(f"save_safetensors: {name!r} is a {type(value).__name__}, not a "
                             f"tensor or NumPy array")
-        native = array.dtype if array.dtype.isnative else array.dtype.newbyteorder("=")
-        code = _CODE_OF.get(native)
+        code = DTYPES.name_of(array.dtype)
         if code is None:
             raise TypeError(f"save_safetensors: {name!r} has dtype {array.dtype}, which "
                             f"safetensors cannot hold")
@@ -155,7 +148,7 @@ def load_safetensors(path: str | os.PathLike, device: Any = None, *,
         if not as_numpy:
             for name, npd, _, _ in entries:
                 if arrays.tensor_dtype(npd) is None:
-                    raise RecordError(f"safetensors: {name!r}: dtype {_CODE_OF[npd]} has no "
+                    raise RecordError(f"safetensors: {name!r}: dtype {DTYPES.name_of(npd)} has no "
                                       f"ember tensor dtype; help: load_safetensors(path, "
                                       f"as_numpy=True)")
         out = {}

@@ -15,7 +15,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-import ember
+from ember._version import __version__
 from ember.dtype import storage_name
 from ember.kernels.autotune import Autotuner
 from ember.kernels.cupy import codegen, rowgen, stores
@@ -280,7 +280,7 @@ class FusedKernels:
         found = self._kernels.get(key)
         if found is None:
             source = render()
-            code = f"// ember {ember.__version__}\n{source.code}"
+            code = f"// ember {__version__}\n{source.code}"
             kernel = cupy.RawKernel(code, source.name, options=("--std=c++17",))
             kernel.compile()
             found = self._kernels[key] = (kernel, source)
@@ -297,7 +297,7 @@ class FusedKernels:
         if self._tuner is None:
             name = cupy.cuda.runtime.getDeviceProperties(self.index)["name"].decode()
             scope = (f"cupy {name} driver {cupy.cuda.runtime.driverGetVersion()} "
-                     f"nvrtc {cupy.cuda.nvrtc.getVersion()} ember {ember.__version__}")
+                     f"nvrtc {cupy.cuda.nvrtc.getVersion()} ember {__version__}")
             self._tuner = Autotuner(scope, _time_on_stream)
         return self._tuner
 

@@ -17,16 +17,12 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
+from ember.dtype import NUMPY_BY_NAME
 from ember.kernels.fusion import powers
 
 FLOATS = ("float32", "float16", "bfloat16")
-
-# Not the NumPy backend's NP table: that package renders C from this module, so
-# importing it here would be circular.
-_LOW_PRECISION = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 
 # Ops the generated kernels cover, by their rendering below. Integer dtypes, floor
 # division and remainder (Python's sign rules) and round with decimals run unfused.
@@ -253,5 +249,5 @@ def scalar_value(dtype: str, value: Any) -> np.generic:
         return np.bool_(value)
     rounded = np.asarray(value, np.float32)
     if dtype != "float32":
-        rounded = rounded.astype(_LOW_PRECISION[dtype]).astype(np.float32)
+        rounded = rounded.astype(NUMPY_BY_NAME[dtype]).astype(np.float32)
     return np.float32(rounded.item())

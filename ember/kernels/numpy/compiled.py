@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-import ember
+from ember._version import __version__
 from ember.kernels.cache import cache_dir
 from ember.kernels.fusion import cexpr
 from ember.kernels.numpy import crows, csource, float32_math
@@ -109,7 +109,7 @@ class _Compiler:
             version = subprocess.run([self.compiler, "--version"], check=False, capture_output=True,
                                      text=True, timeout=30).stdout.splitlines()[:1]
             self._signature = "|".join([*version, *csource.FLAGS, platform.machine(),
-                                        _cpu_flags(), ember.__version__])
+                                        _cpu_flags(), __version__])
         return self._signature
 
     def _compile(self, code: str, path: str) -> None:

@@ -34,10 +34,10 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ember.dtype import LOW_PRECISION as _LOW_PRECISION
 from ember.kernels.numpy import windows
 from ember.kernels.numpy.table import NP, kernel, namespace
 
-_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from ember.dtype import LOW_PRECISION as _LOW_PRECISION
 from ember.kernels.fusion import powers
-from ember.kernels.numpy import compiled, fast_erf
+from ember.kernels.numpy import compiled, fast_erf, lazy_scipy
 from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
-_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 
@@ -167,8 +166,14 @@ def _gelu_tanh(x, out):
     return out
 
 
+def _sigmoid(x, out):
+    expit = lazy_scipy.special().expit
+    # SciPy's ufuncs, which array modules do not carry, dispatch through __array_ufunc__.
+    return getattr(namespace(x), "expit", expit)(x, out=out)
+
+
 def _silu(x, out):
-    special.expit(x, out=out)
+    lazy_scipy.special().expit(x, out=out)
     out *= x
     return out
 
@@ -208,8 +213,7 @@ def _own_float32(op, fallback):
 
 
 def _with_out(fn):
-    """``fn`` (a NumPy ufunc) through the array module of its input; SciPy's ufuncs,
-    which array modules do not carry, dispatch through ``__array_ufunc__``."""
+    """``fn`` (a NumPy ufunc) through the array module of its input."""
 
     def apply(x, out):
         return getattr(namespace(x), fn.__name__, fn)(x, out=out)
@@ -222,7 +226,7 @@ _FLOAT_FUNCTIONS = {
     "log1p": _with_out(np.log1p), "sqrt": _with_out(np.sqrt), "rsqrt": _rsqrt,
     "sin": _with_out(np.sin), "cos": _with_out(np.cos),
     "tanh": _own_float32("tanh", _with_out(np.tanh)),
-    "sigmoid": _own_float32("sigmoid", _with_out(special.expit)), "gelu": _gelu,
+    "sigmoid": _own_float32("sigmoid", _sigmoid), "gelu": _gelu,
     "gelu_tanh": _own_float32("gelu_tanh", _gelu_tanh), "silu": _own_float32("silu", _silu),
     "erf": fast_erf.erf,
     "reciprocal": lambda x, out: namespace(x).divide(1.0, x, out=out),

@@ -13,7 +13,8 @@ float64 (and every other dtype) keeps SciPy's correctly rounded erf.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+
+from ember.kernels.numpy import lazy_scipy
 
 _F32 = np.dtype(np.float32)
 _CLAMP = np.float32(4.0)
@@ -32,7 +33,7 @@ _BLOCK = 1 << 16
 def erf(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out[...] = erf(x)``; ``out`` has ``x``'s shape and dtype."""
     if x.dtype != _F32:
-        return special.erf(x, out=out)
+        return lazy_scipy.special().erf(x, out=out)
     if not out.flags.c_contiguous:
         np.copyto(out, erf(x, np.empty(out.shape, _F32)))
         return out

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel, namespace
+from ember.dtype import LOW_PRECISION as _LOW_PRECISION
+from ember.kernels.numpy.table import kernel, namespace
 
-_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dtype import LOW_PRECISION as _LOW_PRECISION
 from ember.kernels.numpy.table import NP, kernel, namespace
 from ember.precision import read_matmul_attrs
 
-_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 

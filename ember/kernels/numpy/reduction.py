@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from ember.dtype import LOW_PRECISION as _LOW_PRECISION
 from ember.kernels.numpy.table import NP, kernel, namespace
 
-_LOW_PRECISION = {np.dtype(np.float16), NP["bfloat16"]}
 _F32 = np.dtype(np.float32)
 
 

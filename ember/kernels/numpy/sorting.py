@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.kernels.numpy.table import NP, kernel, namespace
+from ember.dtype import is_bfloat16
+from ember.kernels.numpy.table import kernel, namespace
 
 # ml_dtypes' bfloat16 sorts NaN out of place (and slowly); float32 holds every
 # bfloat16 exactly and in the same order.
-_BF16 = NP["bfloat16"]
 _F32 = np.dtype(np.float32)
 
 
 def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Int64 indices that stably sort ``x`` along ``axis`` (``x.ndim >= 1``)."""
     xp = namespace(x)
-    keys = x.astype(_F32) if x.dtype == _BF16 else x
+    keys = x.astype(_F32) if is_bfloat16(x.dtype) else x
     if not descending:
         return xp.argsort(keys, axis=axis, kind="stable").astype(np.int64, copy=False)
     # Descending and stable: a stable ascending sort of the reversed lane, read

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from ember import dtype as _dtype
+from ember.dtype import NUMPY_BY_NAME
 from ember.kernels.registry import registrar
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
-# IR dtype name → NumPy dtype.
-NP: dict[str, np.dtype] = {d.name: d.np for d in _dtype.ALL}
+# IR dtype name → NumPy dtype (bfloat16's imports ml_dtypes on its first lookup).
+NP: dict[str, np.dtype] = NUMPY_BY_NAME
 
 
 kernel = registrar(KERNELS, "NumPy")

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ember import dtype as _dtype
@@ -140,8 +139,11 @@ def _normalize_backward(ctx: Any, grad: Tensor) -> tuple:
 def default_rms_eps(dtype: Any) -> float:
     """PyTorch's RMSNorm eps when none is given: the machine epsilon of ``dtype``."""
     d = _dtype.as_dtype(dtype)
-    finfo = ml_dtypes.finfo if d.name == "bfloat16" else np.finfo
-    return float(finfo(d.np).eps)
+    if d is _dtype.bfloat16:
+        import ml_dtypes  # (np.finfo knows no bfloat16)
+
+        return float(ml_dtypes.finfo(d.np).eps)
+    return float(np.finfo(d.np).eps)
 
 
 def rms_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
