@@ -26,6 +26,7 @@ import itertools
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -102,14 +103,20 @@ def _open_tail(batch: list) -> int:
     return 0
 
 
-_worker_of_thread = threading.local()  # .actor: the actor whose worker this thread is
+# .actor: the actor whose batch this thread runs now (its worker's, or a reader's turn).
+_running_on_thread = threading.local()
+# Every actor made, for waits on other threads (weakly: tests make and drop their own).
+_actors: weakref.WeakSet = weakref.WeakSet()
 
 
 def waiting_on_others() -> contextlib.AbstractContextManager:
-    """Around a worker's wait for other threads (the other ranks of a collective), which a
-    caller taking turns may be about to feed: that caller goes on instead of waiting for
-    the batch. Off a worker thread, or where callers take no turns, nothing."""
-    actor = getattr(_worker_of_thread, "actor", None)
+    """Around a batch's wait for other threads (the other ranks of a collective). Those may
+    sit in mailboxes that nobody woke (small ops wait for a read), so every worker starts
+    on what it has queued; and a caller taking turns with this batch's actor, who may be
+    about to feed the wait, goes on instead of waiting for the batch."""
+    for actor in list(_actors):
+        actor.flush()
+    actor = getattr(_running_on_thread, "actor", None)
     if actor is None or not actor._takes_turns:
         return contextlib.nullcontext()
     return actor._waiting_on_others()
@@ -136,8 +143,8 @@ class DeviceActor:
         # The backend's host array for an upload's data, made on the uploading thread
         # (a GPU's pinned memory): host_buffer(shape, numpy dtype) -> array or None.
         self.host_buffer: Any = getattr(backend, "host_buffer", None)
-        # What a thread other than the worker enters to run batches (None: only the
-        # worker may run them).
+        # Makes what a thread other than the worker enters to run batches, or None while
+        # it may not (None: only the worker may run them).
         self._caller_context: Any = getattr(backend, "caller_context", None) if CALLER_RUNS else None
         self.max_ops = max_ops
         if max_bytes is None:
@@ -177,6 +184,7 @@ class DeviceActor:
         self.executor = Executor(name, backend, self._waiters, _transfers, FUSION,
                                  self._report_progress, self._waiting_on_others)
         self.executor.resolve_for_reader = self.check_now
+        _actors.add(self)
         self._thread = threading.Thread(target=self._loop, name=f"ember-{name}", daemon=True)
         self._thread.start()
 
@@ -273,10 +281,11 @@ class DeviceActor:
         Runs what is queued on this thread when the worker is idle; a value computed
         already costs no message."""
         executor = self.executor
-        if self._caller_context is not None:
+        context = self._context_here()
+        if context is not None:
             if self._turn.acquire(False):
                 try:
-                    with self._caller_context():
+                    with context:
                         self._run_here()
                         value = executor.read(tensor_id)
                 finally:
@@ -289,9 +298,10 @@ class DeviceActor:
 
     def check_now(self, tensor_id: int) -> None:
         """Block until the tensor is computed; raise its error if it failed."""
-        if self._caller_context is not None and self._turn.acquire(False):
+        context = self._context_here()
+        if context is not None and self._turn.acquire(False):
             try:
-                with self._caller_context():
+                with context:
                     self._run_here()
                     self.executor.check_now(tensor_id)
             finally:
@@ -301,15 +311,22 @@ class DeviceActor:
 
     def sync(self) -> None:
         """Block until everything queued so far has run on the device."""
-        if self._caller_context is not None and self._turn.acquire(False):
+        context = self._context_here()
+        if context is not None and self._turn.acquire(False):
             try:
-                with self._caller_context():
+                with context:
                     self._run_here()
                     self.executor.synchronize()
             finally:
                 self._turn.release()
             return
         self.wait(self.barrier())
+
+    def _context_here(self) -> Any:
+        """What this thread enters to run batches itself; None where it may not (the
+        backend allows only its worker, or the worker has not started yet)."""
+        make = self._caller_context
+        return None if make is None else make()
 
     def _run_here(self) -> None:
         """Run everything queued on this thread (which holds the turn), and the open
@@ -439,7 +456,6 @@ class DeviceActor:
         np.seterr(all="ignore")  # inf and nan are results, as in PyTorch, not warnings
         pending = self._pending
         wake, urgent = self._wake, self._urgent
-        _worker_of_thread.actor = self
         try:
             # A GPU backend makes its device, stream and pool this thread's own.
             start_worker = getattr(self.backend, "start_worker", None)
@@ -505,12 +521,14 @@ class DeviceActor:
     def _run_batch(self, batch: list) -> None:
         self._batches += 1
         self._runner = threading.get_ident()
+        outer, _running_on_thread.actor = getattr(_running_on_thread, "actor", None), self
         try:
             self.executor.run_batch(batch)
         except BaseException as exc:
             self.executor.abandon(batch, exc)
             raise
         finally:
+            _running_on_thread.actor = outer
             with self._lock:
                 # Messages are released every _PROGRESS_EVERY, bytes once per batch.
                 self._claimed_ops = 0

@@ -102,6 +102,12 @@ class CupyBackend:
         self._context.enter_context(self.stream)
         self.deferred.start()
 
+    def caller_context(self) -> _OnCaller | None:
+        """What a thread other than the worker enters to run batches (a reader that found
+        the worker idle, holding the actor's turn): the worker's device, pool and stream
+        are that thread's while inside. None until the worker has made them."""
+        return None if self.stream is None else _OnCaller(self)
+
     def synchronize(self) -> None:
         """Wait until the GPU has run everything launched so far (``em.sync``)."""
         self.stream.synchronize()
@@ -235,3 +241,25 @@ def _on_device(result: Any, dtype: str) -> cupy.ndarray:
     if isinstance(result, cupy.ndarray):
         return result
     return cupy.asarray(np.asarray(result, dtype=NP[dtype]))
+
+
+class _OnCaller:
+    """The worker's device, memory pool and stream, current on the entering thread."""
+
+    __slots__ = ("_backend", "_device", "_allocator")
+
+    def __init__(self, backend: CupyBackend) -> None:
+        self._backend = backend
+
+    def __enter__(self) -> None:
+        backend = self._backend
+        self._device = cupy.cuda.Device(backend.index)
+        self._device.__enter__()
+        self._allocator = cupy.cuda.memory._get_thread_local_allocator()
+        cupy.cuda.memory._set_thread_local_allocator(backend.memory.malloc)
+        backend.stream.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._backend.stream.__exit__(*exc)
+        cupy.cuda.memory._set_thread_local_allocator(self._allocator)
+        self._device.__exit__(*exc)
