@@ -22,8 +22,8 @@ def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
 
 
 def _actors(device: Device | str | None) -> list:
-    if device is None:  # every device that can still have work (a crashed one cannot)
-        return [a for a in live_actors() if a.alive()]
+    if device is None:  # every device not shut down (one whose worker died restarts)
+        return [a for a in live_actors() if not a.stopped]
     return [resolve_device(device).actor]
 
 
@@ -39,6 +39,7 @@ def sync(device: Device | str | None = None) -> None:
 async def sync_async(device: Device | str | None = None) -> None:
     """Park the trio task until the device's stream (every device's, when None) has run."""
     for actor in _actors(device):
+        actor.raise_if_died()
         await actor.barrier().wait_async()
 
 

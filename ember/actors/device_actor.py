@@ -181,12 +181,25 @@ class DeviceActor:
         self._submit_count = itertools.count(1).__next__  # atomic under concurrent submitters
         self._submitted = 0
         self._stopping = False
+        # The error of a worker that died since the last sync reported it (it restarts).
+        self._crash: KernelError | None = None
         self.executor = Executor(name, backend, self._waiters, _transfers, FUSION,
                                  self._report_progress, self._waiting_on_others)
         self.executor.resolve_for_reader = self.check_now
         _actors.add(self)
-        self._thread = threading.Thread(target=self._loop, name=f"ember-{name}", daemon=True)
-        self._thread.start()
+        self._thread = self._new_worker()
+
+    def _new_worker(self) -> threading.Thread:
+        thread = threading.Thread(target=self._loop, name=f"ember-{self.name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _revive(self) -> None:
+        """Start a fresh worker if the last one died (a BaseException in a kernel)."""
+        if not self._thread.is_alive() and not self._stopping:
+            with self._lock:
+                if not self._thread.is_alive() and not self._stopping:
+                    self._thread = self._new_worker()
 
     # ----- caller side: submitting ---------------------------------------------------
 
@@ -204,6 +217,7 @@ class DeviceActor:
         n = len(pending)
         if n == 1 and self._wake_at_once or nbytes >= _WAKE_BYTES:
             self._wake.set()
+            self._revive()
         elif n >= _BATCH_OPS and not self._urgent.is_set():  # a set costs a lock and a notify
             self._urge()
         if self._takes_turns and (self._running or (n >= _TURN_MESSAGES and _ends_runs(msg)
@@ -255,6 +269,7 @@ class DeviceActor:
     def _urge(self) -> None:
         self._urgent.set()
         self._wake.set()
+        self._revive()
 
     def _wait_for_room(self) -> None:
         # Called with the lock held. A half-drained backlog is enough room.
@@ -309,8 +324,18 @@ class DeviceActor:
             return
         self.wait(self.check(tensor_id))
 
+    def raise_if_died(self) -> None:
+        """Raise, once, for a worker that died since the last call (a fresh one takes over)."""
+        crash, self._crash = self._crash, None
+        if crash is not None:
+            self._revive()
+            raise KernelError(f"{crash}; the values it was computing failed, and a fresh "
+                              f"worker has taken over") from crash.__cause__
+
     def sync(self) -> None:
-        """Block until everything queued so far has run on the device."""
+        """Block until everything queued so far has run on the device; raise once for a
+        worker that died since the last sync (``raise_if_died``)."""
+        self.raise_if_died()
         context = self._context_here()
         if context is not None and self._turn.acquire(False):
             try:
@@ -333,7 +358,7 @@ class DeviceActor:
         ``em.graphed`` step so far, uncaptured: a reader must not wait for a step's end
         that comes after it."""
         if self._pending:
-            if not self._thread.is_alive() or self._stopping:
+            if self._stopping:
                 raise KernelError(f"device {self.name} has shut down")
             with self._lock:
                 batch = self._claim(len(self._pending))
@@ -355,7 +380,7 @@ class DeviceActor:
         ticket = next(_tickets)
         waiter = Waiter()
         self._waiters[ticket] = waiter
-        if self._stopping or not self._thread.is_alive():
+        if self._stopping:
             waiter.resolve(error=KernelError(f"device {self.name} has shut down"))
         self._post_urgent(make(ticket))
         return waiter
@@ -397,6 +422,11 @@ class DeviceActor:
 
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether ``stop`` ended this actor (a worker that died is restarted instead)."""
+        return self._stopping
 
     def step_begin(self) -> None:
         """Open a step of ``em.graphed``: what is submitted until ``step_end`` is one unit."""
@@ -492,10 +522,10 @@ class DeviceActor:
                         self._run_batch(batch)
                 if held and not pending:  # a reader ran the held run meanwhile
                     held = 0
-        except BaseException as exc:  # a bug in the runtime itself: readers get it, never a hang
-            self._stopping = True
-            error = KernelError(f"the worker of {self.name} crashed: {type(exc).__name__}: {exc}")
+        except BaseException as exc:  # a BaseException in a kernel, or a runtime bug
+            error = KernelError(f"the worker of {self.name} died: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
+            self._crash = error
             self._fail_waiters(error)
             return
         self._fail_waiters(KernelError(f"device {self.name} has shut down"))

@@ -149,3 +149,39 @@ def test_small_ops_do_not_wake_the_worker_but_large_ones_do():
         threading.Event().wait(0.01)
     assert actor.statistics().queue_depth == 0
     assert small.numpy().tolist() == [2.0] * 8 and large.numpy()[-1] == 2.0
+
+
+def _exiting(msg, pool, x):
+    raise SystemExit("a kernel called sys.exit")
+
+
+KERNELS.setdefault("test_caller_exit", _exiting)
+
+
+async def _await_value(t: em.Tensor) -> np.ndarray:
+    return await t
+
+
+def test_a_worker_that_dies_fails_its_values_is_reported_once_and_restarts():
+    device = fresh_device()
+    actor = device.actor
+    x = em.ones(2, device=device)
+    em.sync(device)
+    doomed = call("test_caller_exit", (x,), x.shape, x.dtype)
+    later = doomed + 1
+    actor.flush()  # the worker itself runs it, and dies
+    for _ in range(500):
+        if not actor.alive():
+            break
+        threading.Event().wait(0.01)
+    assert not actor.alive()
+    with pytest.raises(em.KernelError, match="SystemExit"):
+        later.numpy()
+    with pytest.raises(em.KernelError, match="died"):
+        em.sync()  # every device: the dead one is reported, not skipped
+    em.sync()  # once
+    assert actor.alive()
+    # Awaits need the worker: a fresh one answers them.
+    np.testing.assert_array_equal(em.run(_await_value, x * 3), [3.0, 3.0])
+    with pytest.raises(em.KernelError):
+        doomed.numpy()
