@@ -39,7 +39,8 @@ from ember.ops.elementwise import where
 from ember.ops.shape import cat, stack
 from ember.precision import get_float32_matmul_precision, set_float32_matmul_precision
 from ember.record import load, load_safetensors, save, save_safetensors
-from ember.runtime import graphed, run, stats, sync, sync_async, trace
+from ember.actors.stats import ActorInfo
+from ember.runtime import graphed, list_actors, run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
 from ember.nn.config import Config
 from ember import nn, optim, train  # after Tensor: they build on it
@@ -54,7 +55,8 @@ __all__ = [
     "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros",
     "zeros_like",
     "cat", "stack", "where",
-    "run", "stats", "sync", "sync_async", "trace", "graphed", "clear_cache",
+    "run", "stats", "sync", "sync_async", "trace", "graphed", "clear_cache", "list_actors",
+    "ActorInfo",
     "get_float32_matmul_precision", "set_float32_matmul_precision",
     "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",

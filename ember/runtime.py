@@ -1,4 +1,5 @@
-"""Runtime entry points: ``em.run``, ``em.sync``, ``em.sync_async``, ``em.stats``, ``em.trace``."""
+"""Runtime entry points: ``em.run``, ``em.sync``, ``em.sync_async``, ``em.stats``, ``em.trace``,
+``em.list_actors``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import trio
 
 from ember.actors import trace as _trace
 from ember.actors.registry import live_actors
-from ember.actors.stats import Stats
+from ember.actors.stats import ActorInfo, Stats
 from ember.device import Device
 from ember.graphed_step import GraphedStep
 from ember.ops._core import resolve_device
@@ -41,6 +42,19 @@ async def sync_async(device: Device | str | None = None) -> None:
     for actor in _actors(device):
         actor.raise_if_died()
         await actor.barrier().wait_async()
+
+
+def list_actors() -> list[ActorInfo]:
+    """Every live actor: the devices used so far, the autodiff actor, and the optimizers'
+    and data loaders' actors where they run (``ActorInfo`` records)."""
+    from ember.autodiff.engine import ACTOR
+
+    infos = [a.info() for a in live_actors() if not a.stopped] + [ACTOR.info()]
+    return infos + [info() for info in _extra_actors]
+
+
+# Other kinds of actor register a callable returning their ActorInfo (optimizers, loaders).
+_extra_actors: list[Callable[[], ActorInfo]] = []
 
 
 def stats(device: Device | str | None = None) -> Stats:

@@ -13,13 +13,14 @@ API_NAMES = {
     "cat", "stack", "where", "from_dlpack",
     "ShapeError", "DTypeError", "DeviceError", "KernelError", "RecordError", "EmberError",
     "run", "trace", "stats",
+    "list_actors",  # second wave: the autodiff and optimizer actors
     "nn", "optim", "train", "Config",
     "save", "load", "save_safetensors", "load_safetensors",
 }
 # DESIGN.md's names beyond API.md: em.clear_cache() empties the on-disk kernel caches;
 # em.graphed(step) captures a repeated step as a CUDA graph (issue 7, deliverable 6);
 # the float32 matmul precision, torch's names (issue 7: TF32 as an opt-in setting).
-EXTRA_NAMES = {"Device", "DType", "Tensor", "clear_cache", "graphed",
+EXTRA_NAMES = {"Device", "DType", "Tensor", "ActorInfo", "clear_cache", "graphed",
                "get_float32_matmul_precision", "set_float32_matmul_precision"}
 
 

@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from ember.actors import lanes as _lanes
 from ember.actors.executor import Executor
-from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, ReplayStep, Send,
-                             StepBegin, StepEnd)
-from ember.actors.stats import Stats
+from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, ReplayStep,
+                             Send, StepBegin, StepEnd)
+from ember.actors.stats import ActorInfo, Stats
 from ember.actors.waiter import Later, Waiter
 from ember.errors import KernelError
 from ember.kernels.fusion.planner import ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS
@@ -181,6 +182,7 @@ class DeviceActor:
         self._submit_count = itertools.count(1).__next__  # atomic under concurrent submitters
         self._submitted = 0
         self._stopping = False
+        self._open_lanes: list[_lanes.Lane] = []  # opened here, maybe still being filled
         # The error of a worker that died since the last sync reported it (it restarts).
         self._crash: KernelError | None = None
         self.executor = Executor(name, backend, self._waiters, _transfers, FUSION,
@@ -210,6 +212,13 @@ class DeviceActor:
         count may lose an update under concurrent submitters, which only makes
         the bound approximate.
         """
+        if _lanes.filling:  # another actor issues its promised ops: they go to its lane
+            lane = _lanes.lane_of(self)
+            if lane is not None:
+                lane.append(msg, nbytes)
+                return
+        if self._open_lanes:
+            self._note_reads(msg.inputs if type(msg) is Call or type(msg) is MultiCall else ())
         pending = self._pending
         pending.append(msg)
         self._submitted = self._submit_count()
@@ -226,6 +235,23 @@ class DeviceActor:
         if (n + self._claimed_ops > self.max_ops
                 or self._queued_bytes + self._claimed_bytes > self.max_bytes):
             self._throttle()
+
+    def open_lane(self, outs: tuple[int, ...], first_id: int) -> _lanes.Lane:
+        """Queue a gate here for ops another actor promises (``lanes.py``), producing the
+        ids ``outs`` on this device among others (every id below ``first_id`` existed
+        before); that actor fills the returned lane."""
+        lane = _lanes.Lane(first_id)
+        self.executor.gates += 1
+        self.submit(Gate(lane.token, outs), 0)
+        self._open_lanes.append(lane)
+        return lane
+
+    def _note_reads(self, ids: tuple[int, ...]) -> None:
+        """The caller queues a read of ``ids`` behind the gates of lanes still being filled."""
+        lanes = [lane for lane in self._open_lanes if not lane.done.is_set()]
+        self._open_lanes = lanes
+        for lane in lanes:
+            lane.read_after.update(ids)
 
     def flush(self) -> None:
         """Have the worker start on everything queued, now; returns at once."""
@@ -283,6 +309,11 @@ class DeviceActor:
 
     def drop(self, tensor_id: int) -> None:
         """The handle of ``tensor_id`` died (called from ``Tensor.__del__``); never waits."""
+        if _lanes.filling:  # released by a walk: freed in the lane's order, not after it
+            lane = _lanes.lane_of(self)
+            if lane is not None and lane.holds(tensor_id):
+                lane.append(Drop(tensor_id))
+                return
         pending = self._pending
         pending.append(Drop(tensor_id))
         if len(pending) == 1 and self._wake_at_once:
@@ -408,7 +439,13 @@ class DeviceActor:
         waiter = Waiter()
         self._waiters[ticket] = waiter
         _transfers[ticket] = (self, waiter)
-        self._post_urgent(Send(tensor_id, ticket))
+        lane = _lanes.lane_of(self) if _lanes.filling else None
+        if lane is not None:  # a transfer the autodiff walk issues: in its lane's order
+            lane.append(Send(tensor_id, ticket))
+        else:
+            if self._open_lanes:
+                self._note_reads((tensor_id,))
+            self._post_urgent(Send(tensor_id, ticket))
         return ticket
 
     @property
@@ -470,6 +507,11 @@ class DeviceActor:
             bytes_pooled=pool["bytes_pooled"],
             batches=self._batches,
         )
+
+    def info(self) -> ActorInfo:
+        """This actor as ``em.list_actors()`` lists it."""
+        return ActorInfo(self.name, "device", self._thread.name, self._submitted,
+                         len(self._pending))
 
     def stop(self, timeout: float = 2.0) -> None:
         """Discard queued work, fail outstanding waiters, end the worker."""

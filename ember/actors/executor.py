@@ -17,9 +17,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ember.actors import lanes as _lanes
 from ember.actors import trace as _trace
 from ember.actors.deferred import Taints
-from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Receive,
+from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, Receive,
                              ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.waiter import Later, Waiter
@@ -74,6 +75,7 @@ class Executor:
         self.peak_bytes_held = 0
         self.groups = 0
         self.ops_fused = 0
+        self.gates = 0  # gates queued and not yet reached (lanes.py)
         make_planner = getattr(backend, "fusion_planner", None)
         self.planner = make_planner() if fusion and make_planner is not None else None
         # em.graphed's steps: the messages of the open step (None: none open), and the
@@ -152,6 +154,15 @@ class Executor:
         """Plan ``batch`` and run its messages."""
         if not batch:
             return
+        if self.gates:
+            # Planned apart at each gate: the planner cannot see what a lane reads, so a
+            # value dropped after the gate must not look dead before it.
+            cut = next((i for i, msg in enumerate(batch) if type(msg) is Gate), None)
+            if cut is not None and len(batch) > 1:
+                self.run_messages(batch[:cut])
+                self.run_messages([batch[cut]])
+                self.run_messages(batch[cut + 1:])
+                return
         if self.planner is not None:
             batch = self.planner.plan(batch, self._stored_dtype, self._stored_shape)
         handlers = self._handlers
@@ -191,6 +202,11 @@ class Executor:
                 waiter = self._waiters.pop(msg.ticket, None)
                 if waiter is not None and not waiter.done:
                     waiter.resolve(error=error)
+            elif kind is Gate:
+                self.gates -= 1
+                _lanes.take(msg.token)
+                for out in msg.outs:
+                    self._fail_unmade(out, error)
 
     # ----- replies (on whoever holds the actor's turn) ---------------------------------
 
@@ -442,6 +458,29 @@ class Executor:
                 self.bytes_held -= self.backend.release(value)
             self._failed[tensor_id] = error
 
+    def _on_gate(self, msg: Gate) -> None:
+        """Run the ops another actor promised here, once it has issued them all."""
+        self.gates -= 1
+        lane = _lanes.take(msg.token)
+        messages, ran = lane.messages, 0
+        while True:
+            lane.ready.clear()  # before reading the length: no arrival goes unnoticed
+            closed = lane.done.is_set()
+            arrived = len(messages)
+            if arrived > ran:
+                self.run_messages(messages[ran:arrived])
+                ran = arrived
+            elif closed:
+                break
+            else:
+                with self._waiting_on_others():
+                    lane.ready.wait()
+        if lane.error is not None:
+            error = lane.error if isinstance(lane.error, KernelError) else kernel_error(
+                "promised op", ("<runtime>", 0), lane.error)
+            for out in msg.outs:
+                self._fail_unmade(out, error)
+
     def _on_replay_step(self, msg: ReplayStep) -> None:
         self.graphs.replay_pure(self, msg)
 
@@ -530,6 +569,7 @@ class Executor:
         self.executed += 1
         source, waiter = self._transfers.pop(msg.ticket)
         try:
+            source.flush()  # its Send may sit in a lane behind a gate nobody has woken for
             with self._waiting_on_others():
                 exported = source.wait(waiter)
             value = self.backend.import_(exported, msg.shape, msg.dtype)
@@ -554,4 +594,5 @@ class Executor:
         Receive: _on_receive,
         FusedGroup: _on_fused,
         ReplayStep: _on_replay_step,
+        Gate: _on_gate,
     }

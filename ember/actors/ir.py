@@ -113,3 +113,11 @@ class ReplayStep(msgspec.Struct, frozen=True, gc=False):
     outs: tuple[int, ...]
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
+
+
+class Gate(msgspec.Struct, frozen=True, gc=False):
+    """Run here the ops another actor promised in lane ``token`` (``lanes.py``); ``outs``:
+    the ids it promised on this device, failed if the lane closes with an error."""
+
+    token: int
+    outs: tuple[int, ...]

@@ -32,3 +32,15 @@ class Stats(msgspec.Struct, frozen=True):
 
     def __add__(self, other: Stats) -> Stats:
         return Stats(**{f: getattr(self, f) + getattr(other, f) for f in self.__struct_fields__})
+
+
+class ActorInfo(msgspec.Struct, frozen=True):
+    """One live actor (``em.list_actors()``): its name, kind (``"device"``, ``"autodiff"``,
+    ``"optimizer"`` or ``"loader"``), the thread that runs it (``""`` before it starts),
+    the messages it has been sent and how many wait in its mailbox."""
+
+    name: str
+    kind: str
+    thread: str
+    messages: int
+    queue_depth: int

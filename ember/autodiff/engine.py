@@ -11,9 +11,14 @@ runs on the calling thread and ``backward`` returns at once.
 from __future__ import annotations
 
 import heapq
+import os
+import queue
 import sys
 import threading
 from typing import Any
+
+from ember.actors import trace as _trace
+from ember.actors.stats import ActorInfo
 
 from ember.autodiff.graph import LEAF, SELECT, Node, no_record
 from ember.autodiff.rules import BackwardContext
@@ -96,12 +101,30 @@ class _Recompute:
 
 
 class AutodiffActor:
-    """Owns the backward walk; one per process. ``statistics()`` counts its work."""
+    """Walks graphs backward on a thread of its own; one per process.
+
+    ``backward`` does what only the caller can (checks, the seed, claiming the graph and
+    finding its leaves), promises each leaf's gradient as a handle, queues a gate on every
+    device the walk will touch (``actors/lanes.py``), posts one message and returns the
+    ``Gradients`` at once. The actor's thread runs each rule and issues the gradient ops
+    into those gates, so whatever the caller submits meanwhile runs after them. Walks
+    inside an ``em.graphed`` step, or with ``EMBER_EAGER=1``, run on the caller's thread.
+    ``statistics()`` counts its work.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._mailbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self.backward_calls = 0
         self.nodes_run = 0
+        self.messages = 0
+
+    def info(self) -> ActorInfo:
+        """This actor as ``em.list_actors()`` lists it."""
+        thread = self._thread
+        return ActorInfo("autodiff", "autodiff", "" if thread is None else thread.name,
+                         self.messages, self._mailbox.qsize())
 
     def backward(self, root: Any, grad: Any = None) -> Gradients:
         node = root._node
@@ -119,16 +142,82 @@ class AutodiffActor:
                 grad = ones_like(root)
         else:
             _check_seed(root, grad)
-        from ember.ops._core import pinned_site, user_site
+        from ember.ops._core import EAGER, pinned_site, user_site
 
         # Every op the walk issues would find the same first frame outside ember: this
         # call's caller. Found once, not by a stack walk per op.
-        with self._lock, no_record(), pinned_site(user_site()):
-            by_leaf = self._walk(node, grad)
+        site = user_site()
+        leaves, devices = _claim(node)
         self.backward_calls += 1
-        return Gradients(by_leaf)
+        if EAGER or not ACTORS or any(d.actor._in_step for d in devices):
+            with self._lock, no_record(), pinned_site(site):
+                return Gradients(self._walk(node, grad, _to_inner))
+        from ember.tensor import Tensor
+        from ember.ops._core import next_id
 
-    def _walk(self, root: Node, seed: Any) -> dict[Node, Any]:
+        promised = {leaf: Tensor._new(next_id(), leaf.shape, leaf.dtype, leaf.device.inner)
+                    for leaf in leaves}
+        outs: dict[Any, list[int]] = {d.actor: [] for d in devices}
+        for leaf, handle in promised.items():
+            outs[leaf.device.actor].append(handle._id)
+        first_id = next_id()
+        lanes = {actor: actor.open_lane(tuple(ids), first_id) for actor, ids in outs.items()}
+        self._post((node, grad, {leaf: (h._id, h.shape, h.dtype, h.device)
+                                 for leaf, h in promised.items()}, lanes, site))
+        return Gradients(promised)
+
+    def _post(self, job: tuple) -> None:
+        self.messages += 1
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._loop, name="ember-autodiff",
+                                                    daemon=True)
+                    self._thread.start()
+        self._mailbox.put(job)
+
+    def _loop(self) -> None:
+        while True:
+            self._run(*self._mailbox.get())
+
+    def _run(self, root: Node, seed: Any, promised: dict, lanes: dict, site: tuple) -> None:
+        """One backward walk, its ops issued into ``lanes``; closes them whatever happens."""
+        from ember.actors import lanes as _lanes
+        from ember.actors.executor import kernel_error
+        from ember.ops._core import issue, pinned_site
+
+        error = None
+        traces = _trace.active()
+        start = _trace.now_ns() if traces else 0
+        try:
+            with no_record(), pinned_site(site), _lanes.fill(lanes):
+                by_leaf = self._walk(root, seed)
+                seed = None
+                for leaf, (out, shape, dtype, device) in promised.items():
+                    g = by_leaf.pop(leaf, None)
+                    if g is None:  # reached, but its path carried no gradient
+                        issue("full", (), shape, dtype, (0.0 if dtype.kind == "f" else 0,),
+                              device, out)
+                    else:
+                        issue("alias", (g,), shape, dtype, (), device, out)
+                    g = None
+        except BaseException as exc:  # reaches the readers of the promised gradients
+            error = kernel_error("backward", site, exc)
+        finally:
+            for lane in lanes.values():
+                lane.close(error)
+        if traces:
+            from ember.actors.executor import format_site
+
+            event = _trace.TraceEvent("backward", "autodiff", threading.current_thread().name,
+                                      start, _trace.now_ns() - start, format_site(site), "actor")
+            for t in traces:
+                t.record(event)
+
+    def _walk(self, root: Node, seed: Any, finish: Any = None) -> dict[Node, Any]:
+        """The leaves' gradients of the graph under ``root`` (each passed through
+        ``finish`` as it is found, if given), issuing the gradient ops."""
         grads: dict[Node, Any] = {root: seed}
         heap = [(-root.seq, root)]
         leaves: dict[Node, Any] = {}
@@ -137,7 +226,7 @@ class AutodiffActor:
             _, node = heapq.heappop(heap)
             grad = grads.pop(node)
             if node.op == LEAF:
-                leaves[node] = _to_inner(grad)
+                leaves[node] = grad if finish is None else finish(grad)
                 continue
             if node.op == SELECT:
                 parent = node.parents[0]
@@ -148,9 +237,6 @@ class AutodiffActor:
                 index = node.attrs[0]
                 slots[index] = grad if slots[index] is None else slots[index] + grad
                 continue
-            if node.consumed:
-                raise EmberError(f"backward: the graph through {node.op} was already consumed by "
-                                 f"an earlier backward(); run the forward pass again")
             input_grads = node.rule.fn(BackwardContext(node, recompute),
                                        tuple(grad) if isinstance(grad, list) else grad)
             for parent, g, shape, dtype in zip(node.parents, input_grads, node.input_shapes,
@@ -166,13 +252,40 @@ class AutodiffActor:
                     heapq.heappush(heap, (-parent.seq, parent))
             # Holds no gradient past its node: a leaf's gradient that only the walk
             # holds moves to the inner device without an op (_to_inner).
-            input_grads = g = None
+            input_grads = g = grad = None
             node.saved_inputs = None
             node.saved_output = None
-            node.consumed = True
             recompute.forget(node)
             self.nodes_run += 1
         return leaves
+
+
+def _claim(root: Node) -> tuple[list[Node], list[Any]]:
+    """Mark the graph under ``root`` consumed (a second backward through it raises here, on
+    the caller's line) and list its leaves (in creation order) and the devices it spans."""
+    seen = {root}
+    stack = [root]
+    leaves: list[Node] = []
+    devices: dict[str, Any] = {}
+    claimed: list[Node] = []
+    while stack:
+        node = stack.pop()
+        devices.setdefault(node.device.name, node.device)
+        if node.op == LEAF:
+            leaves.append(node)
+            continue
+        if node.consumed:
+            raise EmberError(f"backward: the graph through {node.op} was already consumed by "
+                             f"an earlier backward(); run the forward pass again")
+        claimed.append(node)
+        for parent in node.parents:
+            if parent is not None and parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    for node in claimed:
+        node.consumed = True
+    leaves.sort(key=lambda leaf: leaf.seq)
+    return leaves, list(devices.values())
 
 
 def _check_seed(root: Any, grad: Any) -> None:
@@ -239,4 +352,6 @@ def _to_inner(grad: Any) -> Any:
     return call("alias", (grad,), grad.shape, grad.dtype, (), inner)
 
 
+# EMBER_AUTODIFF_ACTOR=0: walks run on the caller's thread (for comparison and debugging).
+ACTORS = os.environ.get("EMBER_AUTODIFF_ACTOR", "1") not in ("", "0")
 ACTOR = AutodiffActor()

@@ -114,6 +114,14 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     return tensor
 
 
+def issue(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType, attrs: tuple,
+          device: Device, out: int) -> None:
+    """Submit op ``op`` producing the id ``out`` that someone else's handle already names (a
+    value another actor promised): no handle is made, nothing is recorded."""
+    device.actor.submit(Call(op, out, tuple([t._id for t in inputs]), attrs, shape, dtype.name,
+                             user_site()), math.prod(shape) * dtype.itemsize)
+
+
 def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple = ()) -> tuple:
     """Submit an op with several outputs; returns their tensors."""
     device = _result_device(inputs)

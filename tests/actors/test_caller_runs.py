@@ -16,7 +16,11 @@ from tests.fusion.batching import fresh_device
 _gates: dict[int, threading.Event] = {}
 
 
+_started: dict[int, threading.Event] = {}
+
+
 def _gated(msg, pool, x):
+    _started.setdefault(msg.attrs[0], threading.Event()).set()
     if not _gates[msg.attrs[0]].wait(10):
         raise TimeoutError("test gate never opened")
     return x.copy()
@@ -80,8 +84,10 @@ def test_a_computed_value_reads_at_once_while_the_worker_is_busy():
     em.sync(device)
     gate = threading.Event()
     _gates[id(gate)] = gate
+    started = _started.setdefault(id(gate), threading.Event())
     held = call("test_caller_gate", (x,), x.shape, x.dtype, (id(gate),))
     device.actor.flush()
+    assert started.wait(10)
     try:
         # The worker is inside the gated kernel; x was computed before it.
         reader = threading.Thread(target=lambda: x.numpy())

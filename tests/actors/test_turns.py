@@ -14,6 +14,7 @@ import trio
 
 import ember as em
 from ember.actors import device_actor, registry
+from ember.autodiff import engine
 from ember.kernels.numpy import NumpyBackend
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
@@ -87,6 +88,9 @@ def _submit_in_thread(x: em.Tensor) -> tuple[threading.Thread, dict]:
 
 def test_results_match_numpy_and_long_issuing_is_handed_over_in_batches(device, monkeypatch):
     monkeypatch.setattr(device_actor, "LINGER_S", 10.0)  # no batch starts on its own
+    # The caller issues the backward walk itself here (the autodiff actor would issue it
+    # into a lane, which the device runs in pieces as it arrives: test_lanes.py).
+    monkeypatch.setattr(engine, "ACTORS", False)
     rng = np.random.default_rng(0)
     w_np = rng.standard_normal((8, 8)).astype(np.float32)
     x_np = rng.standard_normal((4, 8)).astype(np.float32)

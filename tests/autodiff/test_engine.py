@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ember as em
+from ember.autodiff import engine
 from ember.autodiff.graph import Node
 
 _fresh = itertools.count(40)
@@ -68,10 +69,14 @@ def test_gradients_accumulate_over_uses(device):
     assert g.device == em.cpu(0) and not g.device.is_autodiff
 
 
-def test_leaf_gradients_live_on_the_inner_device_moved_or_aliased(device):
-    """A leaf's gradient that nothing else holds moves to the inner device without an
-    op; one shared with another leaf (an add hands both the same tensor) gets its own
-    handle on the same buffer. Both are untracked and hold the right values."""
+@pytest.mark.parametrize("on_actor", [True, False])
+def test_leaf_gradients_live_on_the_inner_device_moved_or_aliased(device, on_actor, monkeypatch):
+    """Walked on the caller's thread, a leaf's gradient that nothing else holds moves to
+    the inner device without an op; one shared with another leaf (an add hands both the
+    same tensor) gets its own handle on the same buffer. Walked by the autodiff actor,
+    every leaf's gradient is a handle promised before the walk: one alias (a view, no
+    copy) each. Either way untracked, and holding the right values."""
+    monkeypatch.setattr(engine, "ACTORS", on_actor)
     a = em.tensor([1.0, 2.0], device=device).require_grad()
     b = em.tensor([3.0, 4.0], device=device).require_grad()
     w = em.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).require_grad()
@@ -87,8 +92,9 @@ def test_leaf_gradients_live_on_the_inner_device_moved_or_aliased(device):
         np.testing.assert_array_equal(g.numpy(), [3.0, 3.0])
     assert gw.device == em.cpu(0) and not gw.is_tracked
     np.testing.assert_array_equal(gw.numpy(), [[1.0, 1.0], [2.0, 2.0]])
-    # One alias: for the first of a and b (the add's gradient, shared); b's and w's moved.
-    assert sum(e.name.split("+").count("alias") for e in tr.events) == 1
+    # Inline, one alias: for the first of a and b (the add's gradient, shared); b's and
+    # w's moved. On the actor: the four promised gradients.
+    assert sum(e.name.split("+").count("alias") for e in tr.events) == (4 if on_actor else 1)
 
 
 def test_untracked_tensor_gets_none(device):
