@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.actors import trace as _trace
+from ember import tracing as _trace
 from ember.errors import DeviceError
 from ember.kernels.wgpu.fault_checks import FaultChecks
 from ember.kernels.wgpu.pool import BufferPool
