@@ -25,7 +25,7 @@ from benchmarks.bench_cuda import (
     time_calls,
 )
 from ember.actors import device_actor
-from ember.actors.ir import Call, MultiCall
+from ember.ir import Call, MultiCall
 
 cpu: dict[str, float] = collections.defaultdict(float)
 count: dict[str, int] = collections.defaultdict(int)

@@ -44,7 +44,7 @@ from benchmarks.bench_cuda import (
     mlp_data,
 )
 from ember.actors import device_actor
-from ember.actors.ir import Call, MultiCall
+from ember.ir import Call, MultiCall
 from ember.kernels.cupy import fused as ember_fused
 from ember.kernels.fusion.planner import FusedGroup
 from ember.nn import functional as F

@@ -8,8 +8,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ember.actors.ir import ReplayStep
 from ember.device import Device
+from ember.ir import ReplayStep
 from ember.ops._core import make, next_id, resolve_device
 from ember.precision import get_float32_matmul_precision
 from ember.tensor import Tensor

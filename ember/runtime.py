@@ -9,7 +9,7 @@ from typing import Any
 
 import trio
 
-from ember.actors import trace as _trace
+from ember import tracing as _trace
 from ember.actors.registry import live_actors
 from ember.actors.stats import ActorInfo, Stats
 from ember.device import Device

@@ -2,9 +2,9 @@
 
 ``import ember`` must not load the modules only some programs need (ml_dtypes for
 bfloat16, SciPy for a few special functions, matplotlib for plots, the GPU stacks);
-each is imported where it is first used. And ``ember/kernels/`` imports neither the
-runtime above it (``ember.actors``) nor the top-level package (DESIGN.md, "Layers
-point one way").
+each is imported where it is first used. And ``ember/kernels/`` does not import the
+top-level package (DESIGN.md, "Layers point one way"; that it imports no
+``ember.actors`` either is ``tests/test_layers.py``'s).
 """
 
 from __future__ import annotations
@@ -100,23 +100,11 @@ def test_version_module_is_the_packages():
     assert __version__.count(".") == 2
 
 
-# ----- import direction: ember/kernels/ sits below the runtime ---------------------------
-
-# kernels/ modules that still import ember.actors, each with the names it takes. These
-# live in ember/actors/ (the IR messages, the GPU read's Later, the trace, the collective
-# wait's hook), which the runtime rewrite moves below kernels/; remove each entry as its
-# import goes. New entries are not allowed.
-KNOWN_ACTORS_IMPORTS = {
-    ("fusion/planner.py", "ember.actors.ir"),
-    ("cupy/backend.py", "ember.actors.waiter"),
-    ("cupy/host_copies.py", "ember.actors.waiter"),
-    ("cupy/rendezvous.py", "ember.actors.device_actor"),
-    ("wgpu/runtime.py", "ember.actors"),
-}
+# ----- import direction: ember/kernels/ sits below the package's public surface -----------
 
 
-def _upward_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every import in ``path`` of ember.actors or of the package itself."""
+def _top_level_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``path`` of the package itself."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -125,9 +113,7 @@ def _upward_imports(path: Path) -> list[tuple[int, str]]:
             modules = [node.module]
         else:
             continue
-        for module in modules:
-            if module == "ember" or module == "ember.actors" or module.startswith("ember.actors."):
-                found.append((node.lineno, module))
+        found += [(node.lineno, module) for module in modules if module == "ember"]
     return found
 
 
@@ -140,26 +126,13 @@ def _kernel_files() -> list[Path]:
 def test_kernels_never_import_the_top_level_package():
     offenders = [f"{path.relative_to(KERNELS)}:{line}: {module}"
                  for path in _kernel_files()
-                 for line, module in _upward_imports(path) if module == "ember"]
+                 for line, module in _top_level_imports(path)]
     assert not offenders, "kernels/ imports `ember` itself:\n" + "\n".join(offenders)
 
 
-def test_kernels_import_no_new_actors_module():
-    seen = {(path.relative_to(KERNELS).as_posix(), module)
-            for path in _kernel_files()
-            for _, module in _upward_imports(path) if module != "ember"}
-    new = seen - KNOWN_ACTORS_IMPORTS
-    assert not new, f"new imports of ember.actors in kernels/: {new}"
-    assert not KNOWN_ACTORS_IMPORTS - seen, (f"gone: remove from KNOWN_ACTORS_IMPORTS: "
-                                             f"{KNOWN_ACTORS_IMPORTS - seen}")
-
-
-def test_upward_imports_finds_each_form(tmp_path):
+def test_top_level_imports_finds_each_form(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("import ember\nfrom ember import dtype\nimport ember.actors.ir as ir\n"
-                     "from ember.actors import trace\nfrom ember.actors.waiter import Later\n"
                      "import ember.dtype\nfrom ember.kernels import cache\nfrom . import x\n"
                      "def f():\n    import ember\n")
-    assert _upward_imports(probe) == [(1, "ember"), (2, "ember"), (3, "ember.actors.ir"),
-                                      (4, "ember.actors"), (5, "ember.actors.waiter"),
-                                      (10, "ember")]
+    assert _top_level_imports(probe) == [(1, "ember"), (2, "ember"), (8, "ember")]

@@ -35,11 +35,12 @@ import numpy as np
 
 from ember.actors import lanes as _lanes
 from ember.actors.executor import Executor
-from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, ReplayStep,
-                             Send, StepBegin, StepEnd)
 from ember.actors.stats import ActorInfo, Stats
 from ember.actors.waiter import Later, Waiter
 from ember.errors import KernelError
+from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, ReplayStep, Send,
+                      StepBegin, StepEnd)
+from ember.kernels import worker_hooks
 from ember.kernels.fusion.planner import ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS
 
 _tickets = itertools.count(1)
@@ -121,6 +122,9 @@ def waiting_on_others() -> contextlib.AbstractContextManager:
     if actor is None or not actor._takes_turns:
         return contextlib.nullcontext()
     return actor._waiting_on_others()
+
+
+worker_hooks.install_waiting_on_others(waiting_on_others)  # kernels/ cannot import this module
 
 
 def _ends_runs(msg: Any) -> bool:

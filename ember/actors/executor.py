@@ -17,15 +17,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ember import tracing as _trace
 from ember.actors import lanes as _lanes
-from ember.actors import trace as _trace
 from ember.actors.deferred import Taints
-from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, Receive,
-                             ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.waiter import Later, Waiter
 from ember.dtype import storage_name
 from ember.errors import KernelError
+from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, Receive,
+                      ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.kernels.fusion.planner import FusedGroup
 
 # The executor reports progress (and so wakes blocked submitters) every so many ops.

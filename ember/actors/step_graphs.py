@@ -40,8 +40,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.actors.ir import Call, Drop, MultiCall, ReplayStep, StepEnd
 from ember.errors import KernelError
+from ember.ir import Call, Drop, MultiCall, ReplayStep, StepEnd
 
 # Graphs a device keeps (each holds its own memory for as long as it lives).
 MAX_GRAPHS = 8

@@ -16,23 +16,10 @@ from typing import Any
 
 import trio
 
+from ember.kernels.later import Later
+
 # How often a blocked reader checks that the worker it waits on is still alive.
 _LIVENESS_POLL_S = 0.5
-
-
-class Later:
-    """A result still on its way when the worker resolves a waiter with it (a GPU's
-    device-to-host copy in flight): the reader, not the worker, waits for it."""
-
-    __slots__ = ()
-
-    def done(self) -> bool:
-        """Whether ``result()`` would return without waiting."""
-        raise NotImplementedError
-
-    def result(self) -> Any:
-        """Wait for the result (on the caller's thread) and return it, or raise."""
-        raise NotImplementedError
 
 
 class Waiter:

@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Any
 
-from ember.actors import trace as _trace
+from ember import tracing as _trace
 from ember.actors.stats import ActorInfo
 
 from ember.autodiff.graph import LEAF, SELECT, Node, no_record

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.actors.ir import Call, MultiCall
 from ember.autodiff.graph import record
 from ember.device import Device, default_device
 from ember.dtype import DType
 from ember.errors import DeviceError, ShapeError
+from ember.ir import Call, MultiCall
 
 _ids = itertools.count(1)
 next_id = _ids.__next__

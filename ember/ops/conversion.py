@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.actors.ir import Receive
 from ember.autodiff.graph import no_record, record
 from ember.autodiff.rules import differentiable
 from ember.device import Device
 from ember.errors import DeviceError, DTypeError
+from ember.ir import Receive
 from ember.ops._core import call, make, next_id, resolve_device, user_site
 from ember.tensor import Tensor, _refuse_inside_trio
 

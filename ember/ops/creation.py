@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.actors.ir import Upload
 from ember.dtype import DType
 from ember.errors import DTypeError, ShapeError
+from ember.ir import Upload
 from ember.ops._core import call, make, next_id, parse_shape, resolve_device, resolve_dtype, user_site
 from ember.tensor import Tensor
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.actors.ir import Call
+from ember.ir import Call
 from ember.kernels.cupy import codegen
 from ember.kernels.fusion.planner import FusionPlanner
 

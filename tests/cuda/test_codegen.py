@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.actors.ir import Call, Drop
+from ember.ir import Call, Drop
 from ember.kernels.cupy import codegen
 from ember.kernels.fusion import cexpr
 from ember.kernels.fusion.planner import FusionPlanner

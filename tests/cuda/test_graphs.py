@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.actors.ir import Call, Drop
 from ember.actors.step_graphs import StepGraphs, signature
+from ember.ir import Call, Drop
 from tests.cuda import gpu
 
 _fresh = itertools.count(900)

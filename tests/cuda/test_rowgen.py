@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ember.actors.ir import Call
+from ember.ir import Call
 from ember.kernels.cupy import rowgen
 from tests.cuda.gpu import needs_nvcc, ptx_of
 from tests.cuda.groups import ROW_SHAPE, SITE, layer_norm_calls, plan_rows, softmax_calls

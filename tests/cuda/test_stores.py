@@ -9,7 +9,7 @@ import numpy as np
 
 import ember as em
 import ember.nn.functional as F
-from ember.actors.ir import Call
+from ember.ir import Call
 from ember.kernels.cupy.stores import EXACT_AFTER, StoreChoice, shared_aliases
 from tests.cuda.gpu import needs_gpu
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.actors.ir import Call
+from ember.ir import Call
 from ember.kernels.cupy import codegen as cuda_codegen
 from ember.kernels.fusion import powers
 from ember.kernels.numpy import compiled, csource

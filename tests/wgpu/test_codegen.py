@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ember.actors.ir import Call
 from ember.errors import DTypeError
+from ember.ir import Call
 from ember.kernels.wgpu import codegen, elementwise, pooling, reduction, scalar_ops, sorting
 from ember.kernels.wgpu.pool import size_class
 from ember.kernels.wgpu.runtime import pack_params, usable_storage_buffers

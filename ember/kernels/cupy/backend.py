@@ -18,7 +18,6 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ember.actors.waiter import Later
 from ember.kernels.cache import cache_dir
 from ember.kernels.cupy import codegen, host_copies
 from ember.kernels.cupy import indexing as _indexing  # noqa: F401  (registers its kernels)
@@ -27,6 +26,7 @@ from ember.kernels.cupy.range_checks import RangeChecks
 from ember.kernels.cupy.side_stream import TwoStreams
 from ember.kernels.cupy.table import KERNELS
 from ember.kernels.fusion.planner import FusionPlanner
+from ember.kernels.later import Later
 from ember.kernels.numpy.table import NP, register_array_type
 
 register_array_type(cupy.ndarray, cupy, cupy.asnumpy)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.actors.waiter import Later
+from ember.kernels.later import Later
 
 # Sizes that go through pinned memory. Larger ones stay blocking: pinned memory is
 # scarce, and such copies are bandwidth-bound whoever waits (a guess). Smaller uploads

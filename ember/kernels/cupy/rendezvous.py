@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.actors.device_actor import waiting_on_others
+from ember.kernels.worker_hooks import waiting_on_others
 
 # Seconds a rank waits for the others. Generous because a rank's first step may spend
 # a minute compiling kernels while the others wait (a guess from H200 cold starts).

@@ -41,9 +41,9 @@ from typing import Any
 
 import msgspec
 
-from ember.actors.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
-                             Upload)
 from ember.dtype import storage_name
+from ember.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
+                      Upload)
 from ember.kernels.fusion.cexpr import attr_shape
 
 # Elementwise ops whose output has the broadcast shape of their inputs.

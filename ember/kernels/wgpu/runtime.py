@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ember.actors import trace as _trace
 from ember.errors import DeviceError
 from ember.kernels.wgpu.fault_checks import FaultChecks
 from ember.kernels.wgpu.pool import BufferPool
 from ember.kernels.wgpu.table import (STORAGE, Allocation, WgpuArray, check_dtype, check_values,
                                       contiguous_strides)
+from ember.tracing import TraceEvent, active, now_ns
 
 _COMPUTE_BACKENDS = ("Vulkan", "Metal", "D3D12")
 # Seconds adapter discovery may take (lavapipe: ~1.5 s) before wgpu counts as absent.
@@ -253,11 +253,11 @@ class Runtime:
         self.compile_seconds += elapsed
         self.compiles += 1
         self._pipelines[key] = found
-        traces = _trace.active()
+        traces = active()
         if traces:  # a compile is a cost the op that needed it pays once: show it
-            event = _trace.TraceEvent("compile", self.name, threading.current_thread().name,
-                                      _trace.now_ns() - int(elapsed * 1e9), int(elapsed * 1e9),
-                                      "", "compile")
+            event = TraceEvent("compile", self.name, threading.current_thread().name,
+                               now_ns() - int(elapsed * 1e9), int(elapsed * 1e9),
+                               "", "compile")
             for trace in traces:
                 trace.record(event)
         return found

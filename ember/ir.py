@@ -3,6 +3,8 @@
 Tensors are named by integer ids; an actor's environment maps ids to device
 buffers. Messages hold no Python objects except ``Upload.data`` (the host
 array being uploaded), so a stream can be logged, encoded and replayed.
+The language between layers: ``ops/`` writes it, ``actors/`` carries it and
+``kernels/`` plans and runs it, so it belongs to none of them and imports none.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ class ReplayStep(msgspec.Struct, frozen=True, gc=False):
 
 
 class Gate(msgspec.Struct, frozen=True, gc=False):
-    """Run here the ops another actor promised in lane ``token`` (``lanes.py``); ``outs``:
+    """Run here the ops another actor promised in lane ``token`` (``actors/lanes.py``); ``outs``:
     the ids it promised on this device, failed if the lane closes with an error."""
 
     token: int

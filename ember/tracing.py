@@ -3,6 +3,8 @@
 While a trace is active each worker appends one event per executed message
 (op name, device, worker thread, start, duration, the user's source line).
 ``Trace.save`` writes Chrome's ``traceEvents`` JSON, which Perfetto opens.
+Below both the actors and the kernels (a backend records its compiles here too); not
+``ember/trace.py``, which would shadow the public ``em.trace()`` as ``ember.trace``.
 """
 
 from __future__ import annotations
