@@ -36,6 +36,7 @@ from ember.ops.creation import random_state, set_random_state
 from ember.tensor import Tensor
 from ember.train import metrics as _metrics
 from ember.train.dataloader import DataLoader
+from ember.train.failures import call_user, caller_site, pinned, unwrapped
 from ember.train.history import History
 from ember.train.progress import Progress
 from ember.train.replicas import all_reduce, broadcast, replicate
@@ -147,36 +148,51 @@ class Learner:
         self.step = 0
         self._best: float | None = None
         self._stale_epochs = 0
+        self._site: tuple[str, int] = ("<ember>", 0)  # the user's call of fit / evaluate
 
     # ----- public entry points ---------------------------------------------------------
 
     async def fit(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
                   epochs: int = 1) -> History:
-        """Train until ``epochs`` epochs in total (so a resumed learner continues)."""
-        checkpoint_send, checkpoint_receive = trio.open_memory_channel(1)
+        """Train until ``epochs`` epochs in total (so a resumed learner continues).
+
+        Raises:
+            The failure itself (a ``KernelError`` naming the user's line, or what the
+            dataset or ``loss_fn`` raised), never the exception groups of its tasks.
+        """
+        self._site = caller_site()
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._checkpoint_task, checkpoint_receive)
-                async with checkpoint_send:
-                    while self.epoch < epochs:
-                        train_values = await self._train_epoch(train_loader, epochs)
-                        self.history.append("train", train_values)
-                        if valid_loader is not None:
-                            self.history.append("valid", await self.evaluate(valid_loader))
-                        self.epoch += 1
-                        if self.scheduler is not None and self.scheduler_interval == "epoch":
-                            self.scheduler.step()
-                        if self.checkpoint_dir is not None:
-                            await checkpoint_send.send(self._snapshot())
-                        if self._should_stop():
-                            break
+            await self._fit(train_loader, valid_loader, epochs)
         except BaseException as exc:
-            if self.checkpoint_dir is not None and _is_interrupt(exc):
+            failure = unwrapped(exc)
+            if self.checkpoint_dir is not None and _is_interrupt(failure):
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(self._write_checkpoint, self._snapshot(),
                                                   INTERRUPTED)
-            raise
-        return self.history
+            if failure is exc:
+                raise
+        else:
+            return self.history
+        raise failure
+
+    async def _fit(self, train_loader: DataLoader, valid_loader: DataLoader | None,
+                   epochs: int) -> None:
+        checkpoint_send, checkpoint_receive = trio.open_memory_channel(1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._checkpoint_task, checkpoint_receive)
+            async with checkpoint_send:
+                while self.epoch < epochs:
+                    train_values = await self._train_epoch(train_loader, epochs)
+                    self.history.append("train", train_values)
+                    if valid_loader is not None:
+                        self.history.append("valid", await self._evaluate(valid_loader))
+                    self.epoch += 1
+                    if self.scheduler is not None and self.scheduler_interval == "epoch":
+                        self.scheduler.step()
+                    if self.checkpoint_dir is not None:
+                        await checkpoint_send.send(self._snapshot())
+                    if self._should_stop():
+                        break
 
     def fit_sync(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
                  epochs: int = 1) -> History:
@@ -184,20 +200,33 @@ class Learner:
         return trio.run(self.fit, train_loader, valid_loader, epochs)
 
     async def evaluate(self, loader: DataLoader) -> dict[str, float]:
-        """Every metric over ``loader`` with the model in eval mode; returns {name: value}."""
+        """Every metric over ``loader`` with the model in eval mode; returns {name: value}.
+
+        Raises:
+            The failure itself, as ``fit`` does.
+        """
+        self._site = caller_site()
+        return await self._evaluate(loader)
+
+    def evaluate_sync(self, loader: DataLoader) -> dict[str, float]:
+        """``evaluate`` for plain scripts."""
+        return trio.run(self.evaluate, loader)
+
+    async def _evaluate(self, loader: DataLoader) -> dict[str, float]:
         for replica in self.replicas:
             replica.eval()
         instances, loss_mean = self._fresh_metrics()
         try:
             for indices in loader.batch_indices(0):
                 arrays = await trio.to_thread.run_sync(loader.host_batch, indices)
-                with no_record():
+                with no_record(), pinned(self._site):
                     parts = self._place(loader, arrays)
                     outputs, losses = [], []
                     for replica, (inputs, targets) in zip(self.replicas, parts):
                         out = replica(*inputs)
                         outputs.append((out, targets[0]))
-                        losses.append((self.loss_fn(out, *targets), targets[0].shape[0]))
+                        losses.append((call_user(self.loss_fn, out, *targets),
+                                       targets[0].shape[0]))
                 host = await _read_all([t for pair in outputs for t in pair] +
                                        [loss for loss, _ in losses])
                 self._update(instances, loss_mean, host, outputs, losses)
@@ -264,6 +293,10 @@ class Learner:
 
     def _place(self, loader: DataLoader, arrays: tuple[np.ndarray, ...]) -> list:
         """Split a host batch across the replicas' devices and upload each part."""
+        with pinned(self._site):
+            return self._split(loader, arrays)
+
+    def _split(self, loader: DataLoader, arrays: tuple[np.ndarray, ...]) -> list:
         n = len(self.devices)
         rows = arrays[0].shape[0]
         bounds = [round(rows * k / n) for k in range(n + 1)]
@@ -280,18 +313,20 @@ class Learner:
             pending: list[list[Gradients]] = []
             async for parts in receive:
                 items = sum(p[1][0].shape[0] for p in parts)
-                if self._whole_step is not None:
-                    await send.send(self._pure_call(parts, items) if self._whole_step.pure
-                                    else self._whole_step(parts, items))
-                    continue
-                record, grads = self._forward_backward(parts, items)
-                pending.append(grads)
-                if len(pending) == self.accumulation_steps:
-                    self._apply(pending)
-                    pending = []
+                with pinned(self._site):  # not across an await: other tasks walk their own
+                    if self._whole_step is not None:
+                        record = (self._pure_call(parts, items) if self._whole_step.pure
+                                  else self._whole_step(parts, items))
+                    else:
+                        record, grads = self._forward_backward(parts, items)
+                        pending.append(grads)
+                        if len(pending) == self.accumulation_steps:
+                            self._apply(pending)
+                            pending = []
                 await send.send(record)
             if pending:
-                self._apply(pending)
+                with pinned(self._site):
+                    self._apply(pending)
 
     def _train_step(self, parts: list, items: int) -> _StepRecord:
         """Forward, backward and update of one batch (``_whole_step``'s function)."""
@@ -365,7 +400,7 @@ class Learner:
                    weight: float) -> tuple[Tensor, Tensor, Gradients]:
         """One replica's forward and backward: (output, loss, gradients of loss · weight)."""
         out = replica(*inputs)
-        loss = self.loss_fn(out, *target)
+        loss = call_user(self.loss_fn, out, *target)
         grads = (loss * weight).backward()
         return out.detach(), loss.detach(), grads
 
