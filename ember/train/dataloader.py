@@ -66,6 +66,17 @@ class DataLoader:
         full, rest = divmod(self._length, self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
+    def state_dict(self) -> dict[str, int]:
+        """What decides the batches from here on: the shuffling seed (drawn at random when
+        none was given, so a resumed run must restore it) and the epoch."""
+        return {"seed": self.seed, "epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Visit the orders of the run ``state`` came from."""
+        self.seed = int(state["seed"])
+        if "epoch" in state:
+            self.epoch = int(state["epoch"])
+
     def batch_indices(self, epoch: int) -> list[np.ndarray]:
         """The item indices of every batch of ``epoch`` (a pure function of seed and epoch)."""
         order = np.arange(self._length)

@@ -42,6 +42,10 @@ from ember.train.progress import Progress
 from ember.train.replicas import all_reduce, broadcast, replicate
 
 _CHECKPOINT = re.compile(r"^epoch-(\d+)\.ember$")
+# Ctrl-C reaches the Learner's tasks at their awaits, between steps, never inside one:
+# the interrupted checkpoint then holds a consistent state (weights, optimizer, scheduler,
+# position and random state all after the same update).
+_ki_protected = trio.lowlevel.enable_ki_protection
 
 
 @dataclass
@@ -149,6 +153,12 @@ class Learner:
         self._best: float | None = None
         self._stale_epochs = 0
         self._site: tuple[str, int] = ("<ember>", 0)  # the user's call of fit / evaluate
+        # Where in the epoch training stands: batches whose update is applied, and the
+        # random state after the last update (a resumed run draws the same numbers next).
+        self._batch = 0
+        self._random_at_update = random_state()
+        self._train_loader: DataLoader | None = None
+        self._loader_state: dict[str, Any] | None = None  # a resumed loader's, until fit
 
     # ----- public entry points ---------------------------------------------------------
 
@@ -167,16 +177,21 @@ class Learner:
             failure = unwrapped(exc)
             if self.checkpoint_dir is not None and _is_interrupt(failure):
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self._write_checkpoint, self._snapshot(),
-                                                  INTERRUPTED)
+                    await trio.to_thread.run_sync(self._write_checkpoint,
+                                                  self._snapshot(interrupted=True), INTERRUPTED)
             if failure is exc:
                 raise
         else:
             return self.history
         raise failure
 
+    @_ki_protected
     async def _fit(self, train_loader: DataLoader, valid_loader: DataLoader | None,
                    epochs: int) -> None:
+        if self._loader_state is not None:
+            train_loader.load_state_dict(self._loader_state)
+            self._loader_state = None
+        self._train_loader = train_loader
         checkpoint_send, checkpoint_receive = trio.open_memory_channel(1)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._checkpoint_task, checkpoint_receive)
@@ -187,6 +202,7 @@ class Learner:
                     if valid_loader is not None:
                         self.history.append("valid", await self._evaluate(valid_loader))
                     self.epoch += 1
+                    self._batch = 0
                     if self.scheduler is not None and self.scheduler_interval == "epoch":
                         self.scheduler.step()
                     if self.checkpoint_dir is not None:
@@ -257,6 +273,10 @@ class Learner:
         set_random_state(tuple(state["random"]))
         self.epoch = int(state["epoch"])
         self.step = int(state["step"])
+        loader = state.get("loader")
+        self._loader_state = None if loader is None else {"seed": int(loader["seed"])}
+        self._batch = 0 if loader is None else int(loader["batch"])
+        self._random_at_update = random_state()
         self.history = History.from_state_dict(state["history"])
         best = state.get("best")
         self._best = None if best is None else float(best)
@@ -267,9 +287,12 @@ class Learner:
 
     # ----- one epoch -------------------------------------------------------------------
 
+    @_ki_protected
     async def _train_epoch(self, loader: DataLoader, epochs: int) -> dict[str, float]:
         batches = loader.batch_indices(self.epoch)
         self.progress.start_epoch(self.epoch + 1, epochs, len(batches))
+        batches = batches[self._batch:]  # resumed inside the epoch: the rest of it
+        self._random_at_update = random_state()
         batch_send, batch_receive = trio.open_memory_channel(max(loader.prefetch - 1, 0))
         record_send, record_receive = trio.open_memory_channel(4)
         instances, loss_mean = self._fresh_metrics()
@@ -284,6 +307,7 @@ class Learner:
         self.progress.end_epoch(values)
         return values
 
+    @_ki_protected
     async def _loader_task(self, loader: DataLoader, batches: list[np.ndarray],
                            send: trio.MemorySendChannel) -> None:
         async with send:
@@ -307,6 +331,7 @@ class Learner:
             parts.append((tensors[:1], tensors[1:]))
         return parts
 
+    @_ki_protected
     async def _step_task(self, loader: DataLoader, receive: trio.MemoryReceiveChannel,
                          send: trio.MemorySendChannel) -> None:
         async with send, receive:
@@ -407,7 +432,7 @@ class Learner:
     def _apply(self, pending: list[list[Gradients]]) -> None:
         """The update of one step, and the step counted (a scheduler stepped with it)."""
         self._optimize(pending)
-        self._advance()
+        self._advance(len(pending))
 
     def _optimize(self, pending: list[list[Gradients]]) -> None:
         """All-reduce (replicas and accumulated batches), clip, update, sync replicas."""
@@ -422,11 +447,14 @@ class Learner:
         if len(self.replicas) > 1:
             broadcast(self.model, self.replicas)
 
-    def _advance(self) -> None:
+    def _advance(self, batches: int = 1) -> None:
         self.step += 1
+        self._batch += batches
         if self.scheduler is not None and self.scheduler_interval == "step":
             self.scheduler.step()
+        self._random_at_update = random_state()
 
+    @_ki_protected
     async def _metrics_task(self, receive: trio.MemoryReceiveChannel, instances: list,
                             loss_mean: _metrics.Mean | None, timing: dict) -> None:
         async with receive:
@@ -491,13 +519,16 @@ class Learner:
 
     # ----- checkpoints -----------------------------------------------------------------
 
-    def _snapshot(self) -> dict[str, Any]:
-        """Handles to everything a checkpoint holds, taken at an epoch boundary (no reads)."""
+    def _snapshot(self, interrupted: bool = False) -> dict[str, Any]:
+        """Handles to everything a checkpoint holds (no reads): at an epoch boundary, or
+        ``interrupted`` after the last update, where the run stopped."""
+        loader = self._train_loader
         return {
             "model": {name: slot.value for name, slot in self.model.named_slots()},
             "optimizer": self.optimizer.state_dict(),
             "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
-            "random": list(random_state()),
+            "random": list(self._random_at_update if interrupted else random_state()),
+            "loader": None if loader is None else {"seed": loader.seed, "batch": self._batch},
             "epoch": self.epoch,
             "step": self.step,
             "history": self.history.state_dict(),
