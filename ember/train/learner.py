@@ -293,12 +293,15 @@ class Learner:
         self.progress.start_epoch(self.epoch + 1, epochs, len(batches))
         batches = batches[self._batch:]  # resumed inside the epoch: the rest of it
         self._random_at_update = random_state()
-        batch_send, batch_receive = trio.open_memory_channel(max(loader.prefetch - 1, 0))
         record_send, record_receive = trio.open_memory_channel(4)
         instances, loss_mean = self._fresh_metrics()
         timing = {"start": time.perf_counter(), "items": 0}
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._loader_task, loader, batches, batch_send)
+            if loader.prefetch == 0:
+                batch_receive = _OnDemand(loader, batches, self._place)
+            else:
+                batch_send, batch_receive = trio.open_memory_channel(loader.prefetch - 1)
+                nursery.start_soon(self._loader_task, loader, batches, batch_send)
             nursery.start_soon(self._step_task, loader, batch_receive, record_send)
             nursery.start_soon(self._metrics_task, record_receive, instances, loss_mean, timing)
         elapsed = time.perf_counter() - timing["start"]
@@ -552,6 +555,30 @@ class Learner:
 
 
 INTERRUPTED = "interrupted.ember"
+
+
+class _OnDemand:
+    """An epoch's batches loaded when the step task asks for each (``prefetch=0``), in
+    place of the loader task's channel."""
+
+    def __init__(self, loader: DataLoader, batches: list[np.ndarray], place: Callable) -> None:
+        self._loader, self._batches, self._place = loader, iter(batches), place
+
+    async def __aenter__(self) -> _OnDemand:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        return None
+
+    def __aiter__(self) -> _OnDemand:
+        return self
+
+    async def __anext__(self) -> list:
+        indices = next(self._batches, None)
+        if indices is None:
+            raise StopAsyncIteration
+        arrays = await trio.to_thread.run_sync(self._loader.host_batch, indices)
+        return await trio.to_thread.run_sync(self._place, self._loader, arrays)
 
 
 def _training_device(spec: Device | str) -> Device:
