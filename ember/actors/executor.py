@@ -24,7 +24,7 @@ from ember.actors.ir import (Barrier, Call, Check, Drop, Fetch, MultiCall, Recei
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.waiter import Later, Waiter
 from ember.dtype import storage_name
-from ember.errors import KernelError
+from ember.errors import KernelError, OutOfMemoryError
 from ember.kernels.fusion.planner import FusedGroup
 
 # The executor reports progress (and so wakes blocked submitters) every so many ops.
@@ -37,14 +37,15 @@ def format_site(site: tuple[str, int]) -> str:
 
 def kernel_error(op: str, site: tuple[str, int], cause: BaseException) -> KernelError:
     where = format_site(site)
-    err = KernelError(f"{op} failed: {type(cause).__name__}: {cause}\n  created at {where}", op, where)
+    kind = OutOfMemoryError if isinstance(cause, MemoryError) else KernelError
+    err = kind(f"{op} failed: {type(cause).__name__}: {cause}\n  created at {where}", op, where)
     err.__cause__ = cause
     return err
 
 
 def fresh(err: KernelError) -> KernelError:
     """A new exception per read, so tracebacks of different readers do not pile up."""
-    copy = KernelError(str(err), err.op, err.site)
+    copy = type(err)(str(err), err.op, err.site)
     copy.__cause__ = err.__cause__
     return copy
 
