@@ -15,7 +15,8 @@ from ember.dtype import (
     int64,
 )
 from ember.dtype import bool_ as bool  # noqa: A001  (em.bool, as torch.bool)
-from ember.errors import DeviceError, DTypeError, EmberError, KernelError, RecordError, ShapeError
+from ember.errors import (DeviceError, DTypeError, EmberError, KernelError, OutOfMemoryError,
+                          RecordError, ShapeError)
 from ember.kernels.cache import clear_cache
 from ember.ops.conversion import from_dlpack
 from ember.ops.creation import (
@@ -50,7 +51,8 @@ __all__ = [
     "Device", "DType", "Tensor",
     "available", "cpu", "cuda", "default_device", "device", "wgpu",
     "bfloat16", "bool", "float16", "float32", "float64", "int32", "int64",
-    "DeviceError", "DTypeError", "EmberError", "KernelError", "RecordError", "ShapeError",
+    "DeviceError", "DTypeError", "EmberError", "KernelError", "OutOfMemoryError", "RecordError",
+    "ShapeError",
     "arange", "eye", "from_dlpack", "from_numpy", "full", "full_like", "linspace",
     "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros",
     "zeros_like",

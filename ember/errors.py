@@ -36,5 +36,10 @@ class KernelError(EmberError, RuntimeError):
         self.site = site
 
 
+class OutOfMemoryError(KernelError, MemoryError):
+    """An output that can never fit its device (raised at the call), or an allocation that
+    failed on the device worker (raised at the read; the device keeps working)."""
+
+
 class RecordError(EmberError, ValueError):
     """A corrupt, truncated or hostile file."""

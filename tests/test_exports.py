@@ -12,6 +12,7 @@ API_NAMES = {
     "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool",
     "cat", "stack", "where", "from_dlpack",
     "ShapeError", "DTypeError", "DeviceError", "KernelError", "RecordError", "EmberError",
+    "OutOfMemoryError",
     "run", "trace", "stats",
     "list_actors",  # second wave: the autodiff and optimizer actors
     "nn", "optim", "train", "Config",

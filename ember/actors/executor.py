@@ -23,7 +23,7 @@ from ember.actors.deferred import Taints
 from ember.actors.step_graphs import StepGraphs
 from ember.actors.waiter import Later, Waiter
 from ember.dtype import storage_name
-from ember.errors import KernelError
+from ember.errors import KernelError, OutOfMemoryError
 from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, Receive,
                       ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.kernels.fusion.planner import FusedGroup
@@ -38,14 +38,15 @@ def format_site(site: tuple[str, int]) -> str:
 
 def kernel_error(op: str, site: tuple[str, int], cause: BaseException) -> KernelError:
     where = format_site(site)
-    err = KernelError(f"{op} failed: {type(cause).__name__}: {cause}\n  created at {where}", op, where)
+    kind = OutOfMemoryError if isinstance(cause, MemoryError) else KernelError
+    err = kind(f"{op} failed: {type(cause).__name__}: {cause}\n  created at {where}", op, where)
     err.__cause__ = cause
     return err
 
 
 def fresh(err: KernelError) -> KernelError:
     """A new exception per read, so tracebacks of different readers do not pile up."""
-    copy = KernelError(str(err), err.op, err.site)
+    copy = type(err)(str(err), err.op, err.site)
     copy.__cause__ = err.__cause__
     return copy
 

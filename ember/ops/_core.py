@@ -17,6 +17,7 @@ from ember.device import Device, default_device
 from ember.dtype import DType
 from ember.errors import DeviceError, ShapeError
 from ember.ir import Call, MultiCall
+from ember.ops.memory import CHECKED_FROM, check_fits
 
 _ids = itertools.count(1)
 next_id = _ids.__next__
@@ -104,8 +105,10 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     if actor.check_dtype is not None:
         actor.check_dtype(dtype.name, op)
     ids = (inputs[0]._id,) if len(inputs) == 1 else tuple([t._id for t in inputs])
-    actor.submit(Call(op, out, ids, attrs, shape, dtype.name, user_site()),
-                 math.prod(shape) * dtype.itemsize)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= CHECKED_FROM:
+        check_fits(op, shape, dtype, device)
+    actor.submit(Call(op, out, ids, attrs, shape, dtype.name, user_site()), nbytes)
     tensor = _new_tensor(out, shape, dtype, device)
     if device.is_autodiff:
         record(op, inputs, attrs, (tensor,))
@@ -130,9 +133,12 @@ def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tupl
     if actor.check_dtype is not None:
         for d in dtypes:
             actor.check_dtype(d.name, op)
+    nbytes = sum(math.prod(s) * d.itemsize for s, d in zip(shapes, dtypes))
+    if nbytes >= CHECKED_FROM:
+        for s, d in zip(shapes, dtypes):
+            check_fits(op, s, d, device)
     actor.submit(MultiCall(op, outs, tuple(t._id for t in inputs), attrs, shapes,
-                           tuple(d.name for d in dtypes), user_site()),
-                 sum(math.prod(s) * d.itemsize for s, d in zip(shapes, dtypes)))
+                           tuple(d.name for d in dtypes), user_site()), nbytes)
     tensors = tuple(make(o, s, d, device) for o, s, d in zip(outs, shapes, dtypes))
     if device.is_autodiff:
         record(op, inputs, attrs, tensors)

@@ -371,6 +371,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries of ``x`` at positions ``index`` (1-D, values in ``[0, size)``) along ``dim``.
 
     Raises:
+        IndexError: ``dim`` is out of range (the message names ``x``'s shape).
         ShapeError: ``index`` has more than 1 dim.
         DTypeError: ``index`` is not int32 / int64.
 
@@ -383,6 +384,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_tensor("index_select", x)
     _check_index_dtype("index_select", index)
     same_device("index_select", (x, index))
+    if type(dim) is int and x.ndim and not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"index_select: dim {dim} is out of range for x of shape {x.shape} "
+                         f"(expected a dim in [{-x.ndim}, {x.ndim - 1}])")
     d = normalize_dim("index_select", dim, x.ndim)
     if index.ndim > 1:
         raise ShapeError(f"index_select: the index must be 1-D, got shape {index.shape}")

@@ -33,7 +33,8 @@ class DataLoader:
         batch_size: items per batch.
         shuffle: visit items in a new random order each epoch.
         drop_last: skip the last batch when it is smaller than ``batch_size``.
-        prefetch: how many batches are built ahead of the consumer.
+        prefetch: how many batches are built ahead of the consumer (0: none, each batch
+            is loaded when it is asked for).
         seed: the shuffling seed; with the same seed every run visits the same orders.
         device: where batches are placed (default ``em.default_device()``).
 
@@ -46,8 +47,8 @@ class DataLoader:
                  device: Device | str | None = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
-        if prefetch < 1:
-            raise ValueError(f"DataLoader: prefetch must be >= 1, got {prefetch!r}")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise ValueError(f"DataLoader: prefetch must be an int >= 0, got {prefetch!r}")
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -65,6 +66,17 @@ class DataLoader:
     def __len__(self) -> int:
         full, rest = divmod(self._length, self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
+
+    def state_dict(self) -> dict[str, int]:
+        """What decides the batches from here on: the shuffling seed (drawn at random when
+        none was given, so a resumed run must restore it) and the epoch."""
+        return {"seed": self.seed, "epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Visit the orders of the run ``state`` came from."""
+        self.seed = int(state["seed"])
+        if "epoch" in state:
+            self.epoch = int(state["epoch"])
 
     def batch_indices(self, epoch: int) -> list[np.ndarray]:
         """The item indices of every batch of ``epoch`` (a pure function of seed and epoch)."""
@@ -91,6 +103,9 @@ class DataLoader:
         target = device or self.device
         return tuple(make_tensor(a, device=target) for a in arrays)
 
+    def _load(self, indices: np.ndarray) -> tuple[Tensor, ...]:
+        return self.place(self.host_batch(indices))
+
     def _next_epoch(self) -> list[np.ndarray]:
         batches = self.batch_indices(self.epoch)
         self.epoch += 1
@@ -98,6 +113,10 @@ class DataLoader:
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
         batches = self._next_epoch()
+        if self.prefetch == 0:
+            for indices in batches:
+                yield self.place(self.host_batch(indices))
+            return
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
 
@@ -131,6 +150,10 @@ class DataLoader:
 
     async def __aiter__(self) -> AsyncIterator[tuple[Tensor, ...]]:
         batches = self._next_epoch()
+        if self.prefetch == 0:
+            for indices in batches:
+                yield await trio.to_thread.run_sync(self._load, indices)
+            return
         send, receive = trio.open_memory_channel(self.prefetch - 1 if self.prefetch > 1 else 0)
         token = trio.lowlevel.current_trio_token()
 

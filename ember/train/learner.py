@@ -36,11 +36,16 @@ from ember.ops.creation import random_state, set_random_state
 from ember.tensor import Tensor
 from ember.train import metrics as _metrics
 from ember.train.dataloader import DataLoader
+from ember.train.failures import call_user, caller_site, pinned, unwrapped
 from ember.train.history import History
 from ember.train.progress import Progress
 from ember.train.replicas import all_reduce, broadcast, replicate
 
 _CHECKPOINT = re.compile(r"^epoch-(\d+)\.ember$")
+# Ctrl-C reaches the Learner's tasks at their awaits, between steps, never inside one:
+# the interrupted checkpoint then holds a consistent state (weights, optimizer, scheduler,
+# position and random state all after the same update).
+_ki_protected = trio.lowlevel.enable_ki_protection
 
 
 @dataclass
@@ -147,36 +152,63 @@ class Learner:
         self.step = 0
         self._best: float | None = None
         self._stale_epochs = 0
+        self._site: tuple[str, int] = ("<ember>", 0)  # the user's call of fit / evaluate
+        # Where in the epoch training stands: batches whose update is applied, and the
+        # random state after the last update (a resumed run draws the same numbers next).
+        self._batch = 0
+        self._random_at_update = random_state()
+        self._train_loader: DataLoader | None = None
+        self._loader_state: dict[str, Any] | None = None  # a resumed loader's, until fit
 
     # ----- public entry points ---------------------------------------------------------
 
     async def fit(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
                   epochs: int = 1) -> History:
-        """Train until ``epochs`` epochs in total (so a resumed learner continues)."""
-        checkpoint_send, checkpoint_receive = trio.open_memory_channel(1)
+        """Train until ``epochs`` epochs in total (so a resumed learner continues).
+
+        Raises:
+            The failure itself (a ``KernelError`` naming the user's line, or what the
+            dataset or ``loss_fn`` raised), never the exception groups of its tasks.
+        """
+        self._site = caller_site()
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._checkpoint_task, checkpoint_receive)
-                async with checkpoint_send:
-                    while self.epoch < epochs:
-                        train_values = await self._train_epoch(train_loader, epochs)
-                        self.history.append("train", train_values)
-                        if valid_loader is not None:
-                            self.history.append("valid", await self.evaluate(valid_loader))
-                        self.epoch += 1
-                        if self.scheduler is not None and self.scheduler_interval == "epoch":
-                            self.scheduler.step()
-                        if self.checkpoint_dir is not None:
-                            await checkpoint_send.send(self._snapshot())
-                        if self._should_stop():
-                            break
+            await self._fit(train_loader, valid_loader, epochs)
         except BaseException as exc:
-            if self.checkpoint_dir is not None and _is_interrupt(exc):
+            failure = unwrapped(exc)
+            if self.checkpoint_dir is not None and _is_interrupt(failure):
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self._write_checkpoint, self._snapshot(),
-                                                  INTERRUPTED)
-            raise
-        return self.history
+                    await trio.to_thread.run_sync(self._write_checkpoint,
+                                                  self._snapshot(interrupted=True), INTERRUPTED)
+            if failure is exc:
+                raise
+        else:
+            return self.history
+        raise failure
+
+    @_ki_protected
+    async def _fit(self, train_loader: DataLoader, valid_loader: DataLoader | None,
+                   epochs: int) -> None:
+        if self._loader_state is not None:
+            train_loader.load_state_dict(self._loader_state)
+            self._loader_state = None
+        self._train_loader = train_loader
+        checkpoint_send, checkpoint_receive = trio.open_memory_channel(1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._checkpoint_task, checkpoint_receive)
+            async with checkpoint_send:
+                while self.epoch < epochs:
+                    train_values = await self._train_epoch(train_loader, epochs)
+                    self.history.append("train", train_values)
+                    if valid_loader is not None:
+                        self.history.append("valid", await self._evaluate(valid_loader))
+                    self.epoch += 1
+                    self._batch = 0
+                    if self.scheduler is not None and self.scheduler_interval == "epoch":
+                        self.scheduler.step()
+                    if self.checkpoint_dir is not None:
+                        await checkpoint_send.send(self._snapshot())
+                    if self._should_stop():
+                        break
 
     def fit_sync(self, train_loader: DataLoader, valid_loader: DataLoader | None = None,
                  epochs: int = 1) -> History:
@@ -184,20 +216,33 @@ class Learner:
         return trio.run(self.fit, train_loader, valid_loader, epochs)
 
     async def evaluate(self, loader: DataLoader) -> dict[str, float]:
-        """Every metric over ``loader`` with the model in eval mode; returns {name: value}."""
+        """Every metric over ``loader`` with the model in eval mode; returns {name: value}.
+
+        Raises:
+            The failure itself, as ``fit`` does.
+        """
+        self._site = caller_site()
+        return await self._evaluate(loader)
+
+    def evaluate_sync(self, loader: DataLoader) -> dict[str, float]:
+        """``evaluate`` for plain scripts."""
+        return trio.run(self.evaluate, loader)
+
+    async def _evaluate(self, loader: DataLoader) -> dict[str, float]:
         for replica in self.replicas:
             replica.eval()
         instances, loss_mean = self._fresh_metrics()
         try:
             for indices in loader.batch_indices(0):
                 arrays = await trio.to_thread.run_sync(loader.host_batch, indices)
-                with no_record():
+                with no_record(), pinned(self._site):
                     parts = self._place(loader, arrays)
                     outputs, losses = [], []
                     for replica, (inputs, targets) in zip(self.replicas, parts):
                         out = replica(*inputs)
                         outputs.append((out, targets[0]))
-                        losses.append((self.loss_fn(out, *targets), targets[0].shape[0]))
+                        losses.append((call_user(self.loss_fn, out, *targets),
+                                       targets[0].shape[0]))
                 host = await _read_all([t for pair in outputs for t in pair] +
                                        [loss for loss, _ in losses])
                 self._update(instances, loss_mean, host, outputs, losses)
@@ -228,6 +273,10 @@ class Learner:
         set_random_state(tuple(state["random"]))
         self.epoch = int(state["epoch"])
         self.step = int(state["step"])
+        loader = state.get("loader")
+        self._loader_state = None if loader is None else {"seed": int(loader["seed"])}
+        self._batch = 0 if loader is None else int(loader["batch"])
+        self._random_at_update = random_state()
         self.history = History.from_state_dict(state["history"])
         best = state.get("best")
         self._best = None if best is None else float(best)
@@ -238,15 +287,21 @@ class Learner:
 
     # ----- one epoch -------------------------------------------------------------------
 
+    @_ki_protected
     async def _train_epoch(self, loader: DataLoader, epochs: int) -> dict[str, float]:
         batches = loader.batch_indices(self.epoch)
         self.progress.start_epoch(self.epoch + 1, epochs, len(batches))
-        batch_send, batch_receive = trio.open_memory_channel(max(loader.prefetch - 1, 0))
+        batches = batches[self._batch:]  # resumed inside the epoch: the rest of it
+        self._random_at_update = random_state()
         record_send, record_receive = trio.open_memory_channel(4)
         instances, loss_mean = self._fresh_metrics()
         timing = {"start": time.perf_counter(), "items": 0}
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._loader_task, loader, batches, batch_send)
+            if loader.prefetch == 0:
+                batch_receive = _OnDemand(loader, batches, self._place)
+            else:
+                batch_send, batch_receive = trio.open_memory_channel(loader.prefetch - 1)
+                nursery.start_soon(self._loader_task, loader, batches, batch_send)
             nursery.start_soon(self._step_task, loader, batch_receive, record_send)
             nursery.start_soon(self._metrics_task, record_receive, instances, loss_mean, timing)
         elapsed = time.perf_counter() - timing["start"]
@@ -255,6 +310,7 @@ class Learner:
         self.progress.end_epoch(values)
         return values
 
+    @_ki_protected
     async def _loader_task(self, loader: DataLoader, batches: list[np.ndarray],
                            send: trio.MemorySendChannel) -> None:
         async with send:
@@ -264,6 +320,10 @@ class Learner:
 
     def _place(self, loader: DataLoader, arrays: tuple[np.ndarray, ...]) -> list:
         """Split a host batch across the replicas' devices and upload each part."""
+        with pinned(self._site):
+            return self._split(loader, arrays)
+
+    def _split(self, loader: DataLoader, arrays: tuple[np.ndarray, ...]) -> list:
         n = len(self.devices)
         rows = arrays[0].shape[0]
         bounds = [round(rows * k / n) for k in range(n + 1)]
@@ -274,24 +334,27 @@ class Learner:
             parts.append((tensors[:1], tensors[1:]))
         return parts
 
+    @_ki_protected
     async def _step_task(self, loader: DataLoader, receive: trio.MemoryReceiveChannel,
                          send: trio.MemorySendChannel) -> None:
         async with send, receive:
             pending: list[list[Gradients]] = []
             async for parts in receive:
                 items = sum(p[1][0].shape[0] for p in parts)
-                if self._whole_step is not None:
-                    await send.send(self._pure_call(parts, items) if self._whole_step.pure
-                                    else self._whole_step(parts, items))
-                    continue
-                record, grads = self._forward_backward(parts, items)
-                pending.append(grads)
-                if len(pending) == self.accumulation_steps:
-                    self._apply(pending)
-                    pending = []
+                with pinned(self._site):  # not across an await: other tasks walk their own
+                    if self._whole_step is not None:
+                        record = (self._pure_call(parts, items) if self._whole_step.pure
+                                  else self._whole_step(parts, items))
+                    else:
+                        record, grads = self._forward_backward(parts, items)
+                        pending.append(grads)
+                        if len(pending) == self.accumulation_steps:
+                            self._apply(pending)
+                            pending = []
                 await send.send(record)
             if pending:
-                self._apply(pending)
+                with pinned(self._site):
+                    self._apply(pending)
 
     def _train_step(self, parts: list, items: int) -> _StepRecord:
         """Forward, backward and update of one batch (``_whole_step``'s function)."""
@@ -365,14 +428,14 @@ class Learner:
                    weight: float) -> tuple[Tensor, Tensor, Gradients]:
         """One replica's forward and backward: (output, loss, gradients of loss · weight)."""
         out = replica(*inputs)
-        loss = self.loss_fn(out, *target)
+        loss = call_user(self.loss_fn, out, *target)
         grads = (loss * weight).backward()
         return out.detach(), loss.detach(), grads
 
     def _apply(self, pending: list[list[Gradients]]) -> None:
         """The update of one step, and the step counted (a scheduler stepped with it)."""
         self._optimize(pending)
-        self._advance()
+        self._advance(len(pending))
 
     def _optimize(self, pending: list[list[Gradients]]) -> None:
         """All-reduce (replicas and accumulated batches), clip, update, sync replicas."""
@@ -387,11 +450,14 @@ class Learner:
         if len(self.replicas) > 1:
             broadcast(self.model, self.replicas)
 
-    def _advance(self) -> None:
+    def _advance(self, batches: int = 1) -> None:
         self.step += 1
+        self._batch += batches
         if self.scheduler is not None and self.scheduler_interval == "step":
             self.scheduler.step()
+        self._random_at_update = random_state()
 
+    @_ki_protected
     async def _metrics_task(self, receive: trio.MemoryReceiveChannel, instances: list,
                             loss_mean: _metrics.Mean | None, timing: dict) -> None:
         async with receive:
@@ -456,13 +522,16 @@ class Learner:
 
     # ----- checkpoints -----------------------------------------------------------------
 
-    def _snapshot(self) -> dict[str, Any]:
-        """Handles to everything a checkpoint holds, taken at an epoch boundary (no reads)."""
+    def _snapshot(self, interrupted: bool = False) -> dict[str, Any]:
+        """Handles to everything a checkpoint holds (no reads): at an epoch boundary, or
+        ``interrupted`` after the last update, where the run stopped."""
+        loader = self._train_loader
         return {
             "model": {name: slot.value for name, slot in self.model.named_slots()},
             "optimizer": self.optimizer.state_dict(),
             "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
-            "random": list(random_state()),
+            "random": list(self._random_at_update if interrupted else random_state()),
+            "loader": None if loader is None else {"seed": loader.seed, "batch": self._batch},
             "epoch": self.epoch,
             "step": self.step,
             "history": self.history.state_dict(),
@@ -486,6 +555,30 @@ class Learner:
 
 
 INTERRUPTED = "interrupted.ember"
+
+
+class _OnDemand:
+    """An epoch's batches loaded when the step task asks for each (``prefetch=0``), in
+    place of the loader task's channel."""
+
+    def __init__(self, loader: DataLoader, batches: list[np.ndarray], place: Callable) -> None:
+        self._loader, self._batches, self._place = loader, iter(batches), place
+
+    async def __aenter__(self) -> _OnDemand:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        return None
+
+    def __aiter__(self) -> _OnDemand:
+        return self
+
+    async def __anext__(self) -> list:
+        indices = next(self._batches, None)
+        if indices is None:
+            raise StopAsyncIteration
+        arrays = await trio.to_thread.run_sync(self._loader.host_batch, indices)
+        return await trio.to_thread.run_sync(self._place, self._loader, arrays)
 
 
 def _training_device(spec: Device | str) -> Device:

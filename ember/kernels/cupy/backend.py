@@ -82,6 +82,7 @@ class CupyBackend:
         # elementwise ops stays one batch (and one fused kernel) before the caller waits.
         total = cupy.cuda.runtime.getDeviceProperties(index)["totalGlobalMem"]
         self.max_bytes_in_flight = total // 4
+        self.total_memory = total  # an output larger can never be allocated (ops/memory.py)
 
     def start_worker(self) -> None:
         """Select the device and make its stream and pool this (the worker) thread's own."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ class NumpyBackend:
 
     def __init__(self, index: int) -> None:
         self.index = index
+        # Physical RAM: an output larger than this can never be allocated (ops/memory.py).
+        self.total_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         self.pool = BufferPool()
         # Bound directly so the pool's reference count test sees no extra frame.
         self.release = self.pool.release
@@ -36,6 +39,11 @@ class NumpyBackend:
         if type(result) is not np.ndarray and isinstance(result, np.generic):
             # Some NumPy reductions return scalars; the environment holds arrays only.
             return np.asarray(result, dtype=NP[msg.dtype])
+        if isinstance(result, np.ndarray):
+            self.pool.made(result)
+        elif isinstance(result, tuple | list):  # a kernel with several outputs
+            for value in result:
+                self.pool.made(value)
         return result
 
     # No GPU-style limit on kernel arguments; a guess that keeps chunk working sets small.
@@ -46,7 +54,10 @@ class NumpyBackend:
                              min_elements=fused.MIN_FUSED_ELEMENTS)
 
     def run_fused(self, group: Any, program: Any, inputs: list) -> list:
-        return fused.run_fused(group, program, inputs, self.pool)
+        outputs = fused.run_fused(group, program, inputs, self.pool)
+        for _, value in outputs:
+            self.pool.made(value)
+        return outputs
 
     @staticmethod
     def caller_context() -> np.errstate:
@@ -55,6 +66,7 @@ class NumpyBackend:
         return np.errstate(all="ignore")
 
     def upload(self, data: np.ndarray) -> np.ndarray:
+        self.pool.made(data)
         return data
 
     def to_host(self, value: np.ndarray) -> np.ndarray:
@@ -69,7 +81,9 @@ class NumpyBackend:
     def import_(self, exported: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         # From another CPU device the array itself; from a GPU a copy to the host (its
         # worker finished writing it before handing it over).
-        return to_numpy(exported)
+        value = to_numpy(exported)
+        self.pool.made(value)
+        return value
 
     @staticmethod
     def owned_nbytes(value: np.ndarray) -> int:

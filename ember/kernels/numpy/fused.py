@@ -382,7 +382,7 @@ class _Scratch:
                 buffer = ids.pop() if ids else len(keys)
                 if buffer == len(keys):
                     keys.append(key)
-                    self.buffers.append(pool.empty(shape or messages[j].shape, NP[member.dtype]))
+                    self.buffers.append(pool.lend(shape or messages[j].shape, NP[member.dtype]))
                 self.assign[j] = buffer
                 frees_after.setdefault(max(last.get(n + j, step), step), []).append((key, buffer))
             for key, buffer in frees_after.pop(step, ()):
@@ -401,8 +401,8 @@ class _Scratch:
         """Give every buffer back to ``pool`` (which keeps only those no one else holds)."""
         buffers, self.buffers = self.buffers, []
         while buffers:
-            array = buffers.pop()  # a local, as release expects of its caller
-            pool.release(array)
+            array = buffers.pop()  # a local, as give_back expects of its caller
+            pool.give_back(array)
 
 
 def _evaluate(program: Any, group: Any, messages: list, inputs: list, outputs: list,

@@ -1,0 +1,156 @@
+"""Memory: the idle-buffer pools stay within the devices' recent peak of live bytes (and
+``EMBER_POOL_BYTES``), an output that can never fit raises ``OutOfMemoryError`` at the call,
+and a failed allocation raises it at the read while the device keeps working."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.kernels.numpy import pool as numpy_pool
+
+_ROOT = Path(__file__).resolve().parents[2]
+_LIMIT_S = 300
+
+
+def _child(code: str, **env: str) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=_ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(_ROOT), **env),
+                          capture_output=True, text=True, timeout=_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+_LOOP = """
+    import json, os
+    import ember as em
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    devices = [em.cpu(0), em.cpu(1)]
+    n = 1 << 20
+
+    def step(d, w):
+        x = em.randn((n,), device=d)
+        y = (x * w + 1.0).relu()
+        z = em.cat([y[: n // 2], y[n // 2:] * 2.0])
+        return w * 0.999 + z.mean() * 0.001, y.sum() + z.sum()
+
+    def loop(ws, count):
+        for i in range(count):
+            out = [step(d, w) for d, w in zip(devices, ws)]
+            ws = [w for w, _ in out]
+            if i % 10 == 0:
+                [s.item() for _, s in out]
+        em.sync()
+        return ws
+
+    ws = loop([em.zeros((n,), device=d) for d in devices], 100)
+    base = rss()
+    loop(ws, int(os.environ["LOOP_ITERATIONS"]))
+    stats = [em.stats(d) for d in devices]
+    print(json.dumps({"growth": rss() - base, "pooled": [s.bytes_pooled for s in stats],
+                      "peak": [s.peak_bytes_held for s in stats]}))
+"""
+
+
+def test_rss_stays_flat_over_2000_iterations_on_two_devices():
+    import json
+
+    result = json.loads(_child(_LOOP, LOOP_ITERATIONS="2000"))
+    assert result["growth"] < 64 << 20, result
+    for pooled, peak in zip(result["pooled"], result["peak"]):
+        assert pooled <= peak, result
+
+
+def test_pool_bytes_setting_caps_each_pool():
+    import json
+
+    result = json.loads(_child(_LOOP, LOOP_ITERATIONS="200", EMBER_POOL_BYTES=str(4 << 20)))
+    assert all(p <= 4 << 20 for p in result["pooled"]) and max(result["peak"]) > 8 << 20, result
+
+
+def test_the_pool_follows_the_recent_peak_of_live_bytes(monkeypatch):
+    monkeypatch.setattr(numpy_pool, "WINDOW_RELEASES", 8)
+    pool = numpy_pool.BufferPool()
+    big = [np.empty(1 << 18, np.float32) for _ in range(4)]  # 1 MiB each
+    for a in big:
+        pool.made(a)
+    assert pool.limit() == 4 << 20
+    while big:
+        a = big.pop()
+        pool.release(a)
+        del a
+    assert pool.statistics()["bytes_pooled"] == 4 << 20  # all of the peak, and no more
+    stray = np.empty(1 << 18, np.float32)  # made elsewhere: never counted live
+    pool.release(stray)
+    del stray
+    assert pool.statistics()["bytes_pooled"] == 4 << 20
+    for _ in range(2 * 8):  # two windows of small live values: the old peak is forgotten
+        small = pool.empty((1 << 14,), np.dtype(np.float32))
+        pool.made(small)
+        pool.release(small)
+        del small
+    assert pool.limit() == 1 << 16
+    assert pool.statistics()["bytes_pooled"] <= 1 << 16
+
+
+def test_the_pool_never_exceeds_its_capacity():
+    pool = numpy_pool.BufferPool(capacity=1 << 20)
+    arrays = [np.empty(1 << 18, np.float32) for _ in range(3)]
+    for a in arrays:
+        pool.made(a)
+    while arrays:
+        a = arrays.pop()
+        pool.release(a)
+        del a
+    assert pool.statistics() == {"buffers_pooled": 1, "bytes_pooled": 1 << 20}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: em.zeros((10**12,)),
+    lambda: em.full((10**6, 10**6), 1.5),
+    lambda: em.ones((4,)).reshape(4, 1).expand(4, 10**12) + 1,
+])
+def test_an_output_that_can_never_fit_raises_at_the_call(make):
+    with pytest.raises(em.OutOfMemoryError, match=r"total memory") as info:
+        make()
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, em.EmberError)
+    assert em.ones((3,)).sum().item() == 3.0
+
+
+def test_out_of_memory_error_is_public_and_both_kinds():
+    assert issubclass(em.OutOfMemoryError, em.EmberError)
+    assert issubclass(em.OutOfMemoryError, MemoryError)
+    assert issubclass(em.OutOfMemoryError, em.KernelError)
+
+
+def test_a_failed_allocation_raises_at_the_read_and_the_device_keeps_working():
+    out = _child("""
+        import resource
+        import ember as em
+        x = em.ones((1000,)) * 2  # the device and its worker start before the limit
+        assert x.sum().item() == 2000.0
+        with open("/proc/self/statm") as f:
+            size = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))
+        big = em.zeros((300_000_000,))  # 1.2 GB: fits the machine, not this process
+        try:
+            big.numpy()
+        except em.OutOfMemoryError as exc:
+            assert isinstance(exc, MemoryError) and "full failed" in str(exc), exc
+            print("raised at the read")
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)
+        assert (em.ones((1000,)) * 3).sum().item() == 3000.0
+        print("still working")
+    """)
+    assert out.split("\n")[:2] == ["raised at the read", "still working"]
