@@ -82,13 +82,11 @@ def check(program: Program) -> Program:
                 raise ValueError(f"{program.name} {part}: step {step!r} reads no tensor")
             known.add(name)
         if part == "prologue":
-            missing = set(program.scalar_outputs) - known
-            if missing:
-                raise ValueError(f"{program.name}: scalar outputs never computed: {missing}")
             known_scalar = known
-    missing = set(program.outputs) - known
-    if missing:
-        raise ValueError(f"{program.name}: outputs never computed: {missing}")
+    assigned = {step[0] for step in program.body}
+    missing = set(program.outputs) - assigned
+    if missing or set(program.scalar_outputs) - {step[0] for step in program.prologue}:
+        raise ValueError(f"{program.name}: outputs must be computed by the program's steps")
     return program
 
 
