@@ -190,9 +190,12 @@ def _operands(program, dtype: str, shapes, seed: int):
     inputs, out_shapes, host = [], [], []
     for shape in shapes:
         for role in program.tensors:
-            value = r.standard_normal(shape).astype(dtype)
-            inputs.append(np.abs(value) if role in ("exp_avg_sq", "max_exp_avg_sq",
-                                                     "square_avg", "sum") else value)
+            value = r.standard_normal(shape)
+            if role in ("exp_avg_sq", "max_exp_avg_sq", "square_avg", "sum"):
+                value = np.abs(value) + 0.01
+            elif role == "grad_avg":  # below √square_avg: centered RMSprop's root is real
+                value = 0.02 * np.clip(value, -4, 4)
+            inputs.append(value.astype(dtype))
         inputs += [np.array(r.integers(1, 9), dtype), np.array(0.01, dtype)][:len(
             program.scalars)]
         out_shapes += [shape] * len(program.outputs) + [()] * len(program.scalar_outputs)
