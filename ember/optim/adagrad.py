@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from ember.kernels.multi_update import Program, check
 from ember.ops.creation import full
-from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.optim.optimizer import Optimizer, UpdatePlan, check_hyperparams
 from ember.tensor import Tensor
 
 
@@ -53,3 +55,28 @@ class Adagrad(Optimizer):
         total = state["sum"] + grad * grad
         std = total.sqrt() + h["eps"]
         return param + (-clr * grad) / std, {"step": step, "sum": total}
+
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
+        h = self.hyperparams
+        step = state["step"] + 1
+        clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+        program = _program(h["maximize"], h["weight_decay"] != 0)
+        host = (h["weight_decay"], h["eps"], -clr)
+        return UpdatePlan(program, (grad, param, state["sum"]), host, {"step": step})
+
+
+@functools.cache
+def _program(maximize: bool, decay: bool) -> Program:
+    """``apply_single`` as a program: the same operations in the same order."""
+    body: tuple = (("grad", "neg", "grad"),) if maximize else ()
+    if decay:
+        body += (("decayed", "mul", "param", "weight_decay"), ("grad", "add", "grad", "decayed"))
+    body += (("square", "mul", "grad", "grad"),
+             ("sum", "add", "sum", "square"),
+             ("std", "sqrt", "sum"),
+             ("std", "add", "std", "eps"),
+             ("step", "mul", "grad", "neg_clr"),
+             ("step", "div", "step", "std"),
+             ("param", "add", "param", "step"))
+    return check(Program("adagrad", ("grad", "param", "sum"), (),
+                         ("weight_decay", "eps", "neg_clr"), (), body, ("param", "sum")))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ember.dtype import DType, float32, float64
+from ember.kernels.multi_update import Program, check
 from ember.ops.creation import full, tensor, zeros
-from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.optim.optimizer import Optimizer, UpdatePlan, check_hyperparams
 from ember.tensor import Tensor
 
 
@@ -117,6 +119,27 @@ class Adam(Optimizer):
         denom = v.sqrt() / bias_correction2_sqrt + eps
         return param + (-step_size * m) / denom, new_state
 
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
+        h = self.hyperparams
+        lr, (beta1, beta2), eps, weight_decay = h["lr"], h["betas"], h["eps"], h["weight_decay"]
+        decay = weight_decay != 0
+        program = _program(self.decoupled, decay, h["amsgrad"], h["maximize"],
+                           h["capturable"])
+        tensors = (grad, param, state["exp_avg"], state["exp_avg_sq"])
+        if h["amsgrad"]:
+            tensors += (state["max_exp_avg_sq"],)
+        if h["capturable"]:
+            # Bias corrections from the step count on the device (the prologue), so the
+            # op's attrs stay the same from step to step: a graphed step replays.
+            host = (1.0 - beta1, beta2, 1.0 - beta2, eps, weight_decay, beta1)
+            inputs = tensors + (_device_step(state["step"], param), self._device_lr(param))
+            return UpdatePlan(program, inputs, host, {})
+        step = state["step"] + 1
+        wd = (1.0 - lr * weight_decay) if self.decoupled else weight_decay
+        host = (1.0 - beta1, beta2, 1.0 - beta2, eps, wd,
+                -(lr / (1.0 - beta1 ** step)), (1.0 - beta2 ** step) ** 0.5)
+        return UpdatePlan(program, tensors, host, {"step": step})
+
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (``torch.optim.AdamW``): ``p = p · (1 - lr · wd)``
@@ -131,6 +154,67 @@ class AdamW(Adam):
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False,
                  maximize: bool = False, capturable: bool = False) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, capturable)
+
+
+@functools.cache
+def _program(decoupled: bool, decay: bool, amsgrad: bool, maximize: bool,
+             capturable: bool) -> Program:
+    """``apply_single`` as a program: the same operations in the same order."""
+    tensors = ("grad", "param", "exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) * amsgrad)
+    # Decoupled decay multiplies by (1 - lr · weight_decay): from the host, or from the
+    # learning rate on the device.
+    scale = "decay" if decoupled and not capturable else "weight_decay"
+    host = ("one_minus_beta1", "beta2", "one_minus_beta2", "eps", scale)
+    prologue: tuple = ()
+    if capturable:
+        host += ("beta1",)
+        prologue = (
+            ("step", "add", "step", 1.0),
+            ("correction1", "pow", "beta1", "step"),
+            ("correction1", "sub", 1.0, "correction1"),
+            ("step_size", "div", "lr", "correction1"),
+            ("neg_step_size", "neg", "step_size"),
+            ("correction2", "pow", "beta2", "step"),
+            ("correction2", "sub", 1.0, "correction2"),
+            ("correction2_sqrt", "sqrt", "correction2"),
+        )
+        if decoupled and decay:
+            prologue += (("decay", "mul", "lr", "weight_decay"),
+                         ("decay", "sub", 1.0, "decay"))
+    else:
+        host += ("neg_step_size", "correction2_sqrt")
+    body: tuple = (("grad", "neg", "grad"),) if maximize else ()
+    if decay:
+        if decoupled:
+            body += (("param", "mul", "param", "decay"),)
+        else:
+            body += (("decayed", "mul", "param", "weight_decay"),
+                     ("grad", "add", "grad", "decayed"))
+    body += (
+        ("delta", "sub", "grad", "exp_avg"),
+        ("delta", "mul", "delta", "one_minus_beta1"),
+        ("exp_avg", "add", "exp_avg", "delta"),
+        ("second", "mul", "exp_avg_sq", "beta2"),
+        ("square", "mul", "grad", "one_minus_beta2"),
+        ("square", "mul", "square", "grad"),
+        ("exp_avg_sq", "add", "second", "square"),
+    )
+    normalizer = "exp_avg_sq"
+    if amsgrad:
+        body += (("max_exp_avg_sq", "maximum", "max_exp_avg_sq", "exp_avg_sq"),)
+        normalizer = "max_exp_avg_sq"
+    body += (
+        ("denom", "sqrt", normalizer),
+        ("denom", "div", "denom", "correction2_sqrt"),
+        ("denom", "add", "denom", "eps"),
+        ("update", "mul", "exp_avg", "neg_step_size"),
+        ("update", "div", "update", "denom"),
+        ("param", "add", "param", "update"),
+    )
+    outputs = ("param", "exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) * amsgrad)
+    name = "adamw" if decoupled else "adam"
+    return check(Program(name, tensors, ("step", "lr") if capturable else (), host,
+                         prologue, body, outputs, ("step",) if capturable else ()))
 
 
 def _device_step(step: int | Tensor, param: Tensor) -> Tensor:

@@ -9,6 +9,12 @@ gradient, under ``no_record()`` (an update is not part of any graph), and
 swaps the new value into the ``Param`` (on an autodiff device it becomes a
 fresh tracked leaf, ready for the next forward).
 
+An algorithm may also write its update as a ``Program`` (``plan_single``): data that
+every backend runs over all the parameters of one device and dtype at once, as one
+``optimizer_update`` op (one compiled loop on the CPU, one kernel on CUDA), so a step
+submits one op per group instead of about ten per parameter. ``multi_tensor = False``
+(an attribute) keeps the per-parameter ops; they compute the same numbers.
+
 Hyperparameters are plain Python numbers in ``opt.hyperparams`` (PyTorch's
 names and defaults); ``opt.lr`` reads and sets the learning rate, which is
 what the schedulers do. One set of hyperparameters applies to every
@@ -19,15 +25,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
 
 from ember.autodiff.graph import no_record
 from ember.errors import DTypeError, ShapeError
+from ember.kernels import multi_update
+from ember.kernels.multi_update import Program
 from ember.nn.param import Param
-from ember.ops._core import pinned_site, user_site
+from ember.ops._core import multi_call, pinned_site, user_site
 from ember.tensor import Tensor
 
 
@@ -41,6 +49,21 @@ class OptimizerStatistics(msgspec.Struct, frozen=True):
     skipped: int  # parameters a step found no gradient for
 
 
+class UpdatePlan(NamedTuple):
+    """One parameter's part of a multi-tensor update (``Optimizer.plan_single``).
+
+    ``program``'s first output is the new parameter, its other outputs (and scalar
+    outputs) are state entries of the same names; ``inputs``: its ``tensors`` then its
+    ``scalars``, as tensors; ``host``: its host numbers; ``numbers``: state entries kept
+    on the host (a step count), as they are after this update.
+    """
+
+    program: Program
+    inputs: tuple[Tensor, ...]
+    host: tuple[float, ...]
+    numbers: dict[str, Any]
+
+
 class Optimizer:
     """Base of every optimizer: keeps state by ``Param.id``; subclasses define the update.
 
@@ -50,8 +73,13 @@ class Optimizer:
         hyperparams: name → Python number (or tuple of numbers), ``lr`` among them.
 
     Subclasses implement ``init_single`` and ``apply_single`` and list the
-    names of their state tensors in ``state_keys``.
+    names of their state tensors in ``state_keys``; ``plan_single`` (optional) gives
+    the same update as a program for the multi-tensor path.
     """
+
+    # Whether ``step`` submits one multi-tensor op per device and dtype (where the
+    # algorithm has a program) rather than each parameter's update op by op.
+    multi_tensor = True
 
     def __init__(self, params: Any, hyperparams: dict[str, Any]) -> None:
         self.params: list[Param] = _param_list(type(self).__name__, params)
@@ -77,6 +105,12 @@ class Optimizer:
     def state_keys(self) -> tuple[str, ...]:
         """The names a parameter's state may hold, with these hyperparameters."""
         raise NotImplementedError
+
+    def plan_single(self, grad: Tensor, param: Tensor,
+                    state: dict[str, Any]) -> UpdatePlan | None:
+        """``apply_single``'s update as a program and its operands, or None where this
+        parameter keeps the per-parameter ops. Default None."""
+        return None
 
     # ----- the shell ---------------------------------------------------------------------
 
@@ -117,18 +151,55 @@ class Optimizer:
         """
         # Every update op would find the same first line outside ember: found once.
         with no_record(), pinned_site(user_site()):
+            groups: dict[tuple, list] = {}
             for param in self.params:
-                grad = grads.get(param.value)
+                value = param.value
+                grad = grads.get(value)
                 if grad is None:
                     self._skipped += 1
                     continue
                 state = self.state.get(param.id)
                 if state is None:
-                    state = self.init_single(param.value)
-                new_value, self.state[param.id] = self.apply_single(grad, param.value, state)
-                param.value = new_value
+                    state = self.init_single(value)
                 self._updates += 1
+                plan = self.plan_single(grad, value, state) if self.multi_tensor else None
+                if (plan is None or value.dtype.name not in multi_update.DTYPES
+                        or grad.dtype != value.dtype):
+                    param.value, self.state[param.id] = self.apply_single(grad, value, state)
+                    continue
+                key = (value.device.actor, value.dtype, id(plan.program))
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = [(param, plan)]
+                else:
+                    group.append((param, plan))
+            for group in groups.values():
+                self._update_group(group)
         self._steps += 1
+
+    def _update_group(self, group: list[tuple[Param, UpdatePlan]]) -> None:
+        """One ``optimizer_update`` op over the group's parameters; their new values and
+        state are its outputs."""
+        program = group[0][1].program
+        out_names = program.outputs[1:] + program.scalar_outputs
+        inputs: list[Tensor] = []
+        shapes: list[tuple[int, ...]] = []
+        host = []
+        for param, plan in group:
+            inputs += plan.inputs
+            shape = param.shape
+            shapes += [shape] * len(program.outputs) + [()] * len(program.scalar_outputs)
+            host.append(plan.host)
+        dtype = group[0][0].dtype
+        outs = multi_call(multi_update.OP, tuple(inputs), tuple(shapes),
+                          (dtype,) * len(shapes), (program, tuple(host)))
+        stride = program.outputs_per_tensor
+        for k, (param, plan) in enumerate(group):
+            mine = outs[k * stride:(k + 1) * stride]
+            state = dict(plan.numbers)
+            state.update(zip(out_names, mine[1:]))
+            self.state[param.id] = state
+            param.value = mine[0]
 
     def statistics(self) -> OptimizerStatistics:
         return OptimizerStatistics(steps=self._steps, params=len(self.params),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from ember.kernels.multi_update import Program, check
 from ember.ops.creation import zeros
-from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.optim.optimizer import Optimizer, UpdatePlan, check_hyperparams
 from ember.tensor import Tensor
 
 
@@ -67,3 +69,52 @@ class RMSprop(Optimizer):
             new_state["momentum_buffer"] = buf
             return param - h["lr"] * buf, new_state
         return param + (-h["lr"] * grad) / avg, new_state
+
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
+        h = self.hyperparams
+        momentum, centered = h["momentum"] > 0, h["centered"]
+        program = _program(h["maximize"], h["weight_decay"] != 0, centered, momentum)
+        tensors = (grad, param, state["square_avg"])
+        if momentum:
+            tensors += (state["momentum_buffer"],)
+        if centered:
+            tensors += (state["grad_avg"],)
+        host = (h["weight_decay"], h["alpha"], 1.0 - h["alpha"], h["eps"], h["momentum"],
+                h["lr"], -h["lr"])
+        return UpdatePlan(program, tensors, host, {"step": state["step"] + 1})
+
+
+@functools.cache
+def _program(maximize: bool, decay: bool, centered: bool, momentum: bool) -> Program:
+    """``apply_single`` as a program: the same operations in the same order."""
+    body: tuple = (("grad", "neg", "grad"),) if maximize else ()
+    if decay:
+        body += (("decayed", "mul", "param", "weight_decay"), ("grad", "add", "grad", "decayed"))
+    body += (("kept", "mul", "square_avg", "alpha"),
+             ("square", "mul", "grad", "one_minus_alpha"),
+             ("square", "mul", "square", "grad"),
+             ("square_avg", "add", "kept", "square"))
+    if centered:
+        body += (("delta", "sub", "grad", "grad_avg"),
+                 ("delta", "mul", "delta", "one_minus_alpha"),
+                 ("grad_avg", "add", "grad_avg", "delta"),
+                 ("mean_square", "mul", "grad_avg", "grad_avg"),
+                 ("avg", "sub", "square_avg", "mean_square"),
+                 ("avg", "sqrt", "avg"))
+    else:
+        body += (("avg", "sqrt", "square_avg"),)
+    body += (("avg", "add", "avg", "eps"),)
+    if momentum:
+        body += (("momentum_buffer", "mul", "momentum_buffer", "momentum"),
+                 ("scaled", "div", "grad", "avg"),
+                 ("momentum_buffer", "add", "momentum_buffer", "scaled"),
+                 ("step", "mul", "momentum_buffer", "lr"),
+                 ("param", "sub", "param", "step"))
+    else:
+        body += (("step", "mul", "grad", "neg_lr"),
+                 ("step", "div", "step", "avg"),
+                 ("param", "add", "param", "step"))
+    extra = (("momentum_buffer",) if momentum else ()) + (("grad_avg",) if centered else ())
+    return check(Program("rmsprop", ("grad", "param", "square_avg") + extra, (),
+                         ("weight_decay", "alpha", "one_minus_alpha", "eps", "momentum", "lr",
+                          "neg_lr"), (), body, ("param", "square_avg") + extra))

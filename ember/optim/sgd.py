@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from ember.optim.optimizer import Optimizer, check_hyperparams
+from ember.kernels.multi_update import Program, check
+from ember.optim.optimizer import Optimizer, UpdatePlan, check_hyperparams
 from ember.tensor import Tensor
 
 
@@ -66,3 +68,45 @@ class SGD(Optimizer):
             state = {"momentum_buffer": buf}
             grad = grad + momentum * buf if h["nesterov"] else buf
         return param - h["lr"] * grad, state
+
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
+        h = self.hyperparams
+        momentum = h["momentum"]
+        first = momentum != 0 and state.get("momentum_buffer") is None
+        program = _program(h["maximize"], h["weight_decay"] != 0, momentum != 0, first,
+                           h["dampening"] != 0, h["nesterov"])
+        tensors = (grad, param) if first or momentum == 0 else (
+            grad, param, state["momentum_buffer"])
+        host = (h["weight_decay"], momentum, 1.0 - h["dampening"], h["lr"])
+        return UpdatePlan(program, tensors, host, {})
+
+
+@functools.cache
+def _program(maximize: bool, decay: bool, momentum: bool, first: bool, dampening: bool,
+             nesterov: bool) -> Program:
+    """``apply_single`` as a program: the same operations in the same order."""
+    body: tuple = (("grad", "neg", "grad"),) if maximize else ()
+    if decay:
+        body += (("decayed", "mul", "param", "weight_decay"), ("grad", "add", "grad", "decayed"))
+    tensors = ("grad", "param")
+    outputs = ("param",)
+    if momentum:
+        outputs += ("momentum_buffer",)
+        if first:
+            # The buffer starts as the gradient, stored by the op (· 1 is exact, -0 too).
+            body += (("momentum_buffer", "mul", "grad", 1.0),)
+        else:
+            tensors += ("momentum_buffer",)
+            body += (("momentum_buffer", "mul", "momentum_buffer", "momentum"),)
+            if dampening:
+                body += (("damped", "mul", "grad", "one_minus_dampening"),
+                         ("momentum_buffer", "add", "momentum_buffer", "damped"))
+            else:
+                body += (("momentum_buffer", "add", "momentum_buffer", "grad"),)
+        if nesterov:
+            body += (("ahead", "mul", "momentum_buffer", "momentum"),
+                     ("grad", "add", "grad", "ahead"))
+    direction = "momentum_buffer" if momentum and not nesterov else "grad"
+    body += (("step", "mul", direction, "lr"), ("param", "sub", "param", "step"))
+    return check(Program("sgd", tensors, (), ("weight_decay", "momentum", "one_minus_dampening",
+                                              "lr"), (), body, outputs))

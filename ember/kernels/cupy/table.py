@@ -19,7 +19,9 @@ import cupy
 import numpy as np
 from cupyx.scipy import special
 
+from ember.kernels import multi_update as _multi_update
 from ember.kernels.cupy import gemm, strided_copy, take_along
+from ember.kernels.cupy.multi_update import optimizer_update
 from ember.kernels.numpy import creation
 from ember.kernels.numpy.linalg import read_operands
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
@@ -57,6 +59,7 @@ def _float_function(fn: Callable) -> Callable:
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 
+cuda_kernel(_multi_update.OP)(optimizer_update)
 cuda_kernel("erf")(_float_function(special.erf))
 cuda_kernel("sigmoid")(_float_function(special.expit))
 cuda_kernel("silu")(_float_function(lambda x: x * special.expit(x)))

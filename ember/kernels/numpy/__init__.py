@@ -13,6 +13,7 @@ import ember.kernels.numpy.creation  # noqa: F401
 import ember.kernels.numpy.elementwise  # noqa: F401
 import ember.kernels.numpy.indexing  # noqa: F401
 import ember.kernels.numpy.linalg  # noqa: F401
+import ember.kernels.numpy.multi_update  # noqa: F401
 import ember.kernels.numpy.pooling  # noqa: F401
 import ember.kernels.numpy.reduction  # noqa: F401
 import ember.kernels.numpy.shape  # noqa: F401
