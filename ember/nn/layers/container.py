@@ -1,8 +1,8 @@
 """Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, and ``Identity``.
 
 ``ModuleList`` and ``ModuleDict`` keep their entries among the module's children
-only (not as attributes), so a key such as ``"train"`` or ``"keys"`` never hides a
-method; parameters are named ``<index>.weight`` / ``<key>.weight``, as in PyTorch.
+only (not as attributes); parameters are named ``<index>.weight`` / ``<key>.weight``,
+as in PyTorch, which also refuses dict keys that name an attribute (``"keys"``).
 """
 
 from __future__ import annotations
@@ -174,6 +174,9 @@ class ModuleDict(Module):
             raise TypeError(f"ModuleDict: keys must be strings, got {type(key).__name__}")
         if not key or "." in key:
             raise KeyError(f"ModuleDict: key {key!r} must be non-empty and contain no '.'")
+        if key not in self._children and hasattr(self, key):  # PyTorch refuses these too
+            raise KeyError(f"ModuleDict: key {key!r} is already an attribute of the dict "
+                           f"(a method or a setting); choose another name")
         self._children[key] = _checked("ModuleDict", key, module)
 
     def __delitem__(self, key: str) -> None:
