@@ -109,14 +109,50 @@ class Module:
 
     # ----- state -----------------------------------------------------------------------
 
-    def to(self, device: Device | str) -> Module:
-        """Move every parameter and buffer to ``device`` (in place); returns the module."""
-        from ember.ops._core import resolve_device
+    def to(self, *args: Any, device: Device | str | None = None, dtype: Any = None,
+           non_blocking: bool = False) -> Module:
+        """Move and/or convert every parameter and buffer (in place); returns the module.
 
-        target = resolve_device(device)
+        As PyTorch's: ``m.to(device)``, ``m.to(dtype)``, ``m.to(device, dtype)``,
+        ``m.to(tensor)`` (its device and dtype), or keywords. A dtype converts the
+        floating parameters and buffers only (``num_batches_tracked`` stays int64) and
+        must itself be floating. Converted parameters are new leaves.
+
+        Raises:
+            DTypeError: a non-floating dtype, or an argument that is neither a device
+                nor a dtype.
+
+        Example:
+            >>> model = nn.Linear(4, 2).to(em.bfloat16)
+            >>> model.weight.dtype.name
+            'bfloat16'
+        """
+        from ember.ops._core import resolve_device
+        from ember.tensor import Tensor
+
+        if len(args) > 2:
+            raise TypeError(f"Module.to: expected at most a device and a dtype, got "
+                            f"{len(args)} arguments")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.device, arg.dtype
+            elif _is_dtype(arg):
+                dtype = arg
+            else:
+                device = arg
+        target = None if device is None else resolve_device(device)
+        kind = None if dtype is None else _dtype.as_dtype(dtype)
+        if kind is not None and not kind.is_floating_point:
+            raise DTypeError(f"Module.to: converts to floating dtypes only, got {kind.name}; "
+                             f"help: integer buffers keep their dtype by themselves")
         for _, slot in self.named_slots():
             # detach: a moved parameter is a new leaf, not a function of the old one
-            slot.value = slot.value.detach().to(target)
+            value = slot.value.detach()
+            if kind is not None and value.dtype.is_floating_point:
+                value = value.astype(kind)
+            if target is not None:
+                value = value.to(target)
+            slot.value = value
         return self
 
     def train(self, mode: bool = True) -> Module:
@@ -235,3 +271,41 @@ def _child_modules(child: Any) -> Iterator[Module]:
         for _, item in _items(child):
             if isinstance(item, Module):
                 yield item
+
+
+def _is_dtype(value: Any) -> bool:
+    """Whether ``Module.to``'s positional argument names a dtype (else it is a device)."""
+    if isinstance(value, Device):
+        return False
+    try:
+        _dtype.as_dtype(value)
+    except (DTypeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def copy_module(module: Module) -> Module:
+    """A copy of ``module`` whose parameters and buffers are new slots (fresh ids, new
+    leaves) holding the same values; other attributes are shared. Tensors are immutable,
+    so sharing values is safe: the copies train apart. (PyTorch deep-copies layers in
+    ``TransformerEncoder``; this is that copy.)"""
+    new = object.__new__(type(module))
+    new.__dict__.update(module.__dict__)
+    children: dict[str, Any] = {}
+    object.__setattr__(new, "_children", children)
+    for name, child in module._children.items():
+        copied = _copy_child(child)
+        children[name] = copied
+        if module.__dict__.get(name) is child:
+            object.__setattr__(new, name, copied)
+    return new
+
+
+def _copy_child(child: Any) -> Any:
+    if isinstance(child, Param):
+        return type(child)(child.value.detach())
+    if isinstance(child, Module):
+        return copy_module(child)
+    if isinstance(child, dict):
+        return {k: _copy_child(v) for k, v in child.items()}
+    return type(child)(_copy_child(v) for v in child)

@@ -325,6 +325,45 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
+def ref_adaptive_max_pool(x, output_size, indices=False):
+    """The max over PyTorch's adaptive windows, cell by cell; or the flat index of the
+    first max of each window (row-major)."""
+    spatial = x.shape[-2:]
+    out = tuple(s if o is None else o for o, s in zip(_n(output_size, 2), spatial))
+    values = np.zeros(x.shape[:-2] + out, x.dtype)
+    where = np.zeros(x.shape[:-2] + out, np.int64)
+    for i, j in itertools.product(range(out[0]), range(out[1])):
+        r0, r1 = i * spatial[0] // out[0], -(-(i + 1) * spatial[0] // out[0])
+        c0, c1 = j * spatial[1] // out[1], -(-(j + 1) * spatial[1] // out[1])
+        window = x[..., r0:r1, c0:c1].reshape(*x.shape[:-2], -1)
+        values[..., i, j] = window.max(axis=-1)
+        k = window.argmax(axis=-1)
+        where[..., i, j] = (r0 + k // (c1 - c0)) * spatial[1] + c0 + k % (c1 - c0)
+    return where if indices else values
+
+
+def _adaptive_max_cases() -> list[Case]:
+    cases = []
+    table = [("global", (2, 3, 5, 4), 1), ("tiled", (1, 2, 6, 4), (3, 2)),
+             ("uneven", (2, 2, 7, 5), (3, 2)), ("keep-width", (3, 7, 5), (4, None)),
+             ("upsample", (1, 1, 3, 2), (4, 3))]
+    for dtype in FLOAT_DTYPES:
+        for salt, (label, shape, size) in enumerate(table):
+            cases.append(Case(f"adaptive_max_pool2d/{label}/{dtype}",
+                              lambda x, s=size: F.adaptive_max_pool2d(x, s),
+                              lambda x, s=size: ref_adaptive_max_pool(x, s),
+                              [array(shape, dtype, salt)], exact=True))
+    for salt, (label, shape, size) in enumerate(table):
+        cases.append(Case(f"adaptive_max_pool2d/indices/{label}",
+                          lambda x, s=size: F.adaptive_max_pool2d(x, s, return_indices=True)[1],
+                          lambda x, s=size: ref_adaptive_max_pool(x, s, indices=True),
+                          [array(shape, "float32", salt)], exact=True))
+    return cases
+
+
+CASES += _adaptive_max_cases()
+
+
 # ----- gradient cases -----------------------------------------------------------------------
 
 def _torch_call(family: str, *tensors, **kwargs):
@@ -419,3 +458,22 @@ for _label, _shape, _kw in [
 for _label, _shape, _size in [("global", (2, 2, 3, 4), 1), ("uneven", (1, 2, 7, 5), (3, 2)),
                               ("upsample", (1, 1, 3, 2), (4, 3))]:
     _grad_pool("adaptive_avg_pool2d", _label, _shape, {"output_size": _size})
+
+for _label, _shape, _kw in [
+    ("k2", (2, 2, 6), {"kernel_size": 2}),
+    ("k3-s2-p1-dilated", (1, 2, 9), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                     "dilation": 2}),
+    ("unbatched-ceil", (2, 7), {"kernel_size": 2, "ceil_mode": True}),
+]:
+    _grad_pool("max_pool1d", _label, _shape, _kw)
+    _grad_pool("avg_pool1d", _label, _shape, {k: v for k, v in _kw.items() if k != "dilation"})
+
+for _label, _shape, _size in [("global", (2, 2, 5), 1), ("uneven", (1, 2, 7), 3),
+                              ("upsample", (1, 1, 3), 4)]:
+    _grad_pool("adaptive_avg_pool1d", _label, _shape, {"output_size": _size})
+    _grad_pool("adaptive_max_pool1d", _label, _shape, {"output_size": _size})
+
+for _label, _shape, _size in [("global", (2, 2, 3, 4), 1), ("tiled", (1, 2, 6, 4), (3, 2)),
+                              ("uneven", (1, 2, 7, 5), (3, 2)), ("upsample", (1, 1, 3, 2), (4, 3)),
+                              ("unbatched", (2, 5, 5), (2, None))]:
+    _grad_pool("adaptive_max_pool2d", _label, _shape, {"output_size": _size})

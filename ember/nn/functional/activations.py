@@ -7,6 +7,7 @@ from typing import Any
 
 from ember.autodiff.graph import no_record, record_composite
 from ember.autodiff.rules import differentiable
+from ember.errors import DTypeError
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
 
@@ -59,3 +60,137 @@ def _softmax_backward(ctx: Any, grad: Tensor) -> tuple:
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - logsumexp(x) along ``dim``."""
     return x - x.logsumexp(dim=dim, keepdim=True)
+
+
+def softmin(x: Tensor, dim: int = -1) -> Tensor:
+    """softmax(-x) along ``dim``."""
+    return softmax(-x, dim)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return x.sigmoid()
+
+
+def tanh(x: Tensor) -> Tensor:
+    """tanh(x)."""
+    return x.tanh()
+
+
+def _floating(op: str, x: Tensor) -> Tensor:
+    """``x`` itself, after checking it is a floating tensor (PyTorch refuses these
+    activations on integers too)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{op}: needs a floating input, got {x.dtype.name}; help: x.float()")
+    return x
+
+
+def _not_positive(x: Tensor) -> Tensor:
+    """min(x, 0) whose gradient is 1 at 0 (``minimum`` would split it at the tie): the
+    argument of exp in the negative branches, which must not overflow where unused."""
+    return where(x > 0, 0.0, x)
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, else negative_slope · x.
+
+    ``inplace`` is accepted for PyTorch's signature; tensors are values, so it changes
+    nothing. The same holds for every activation below that takes it.
+
+    Example:
+        >>> F.leaky_relu(em.tensor([-2.0, 3.0]), 0.1).tolist()
+        [-0.2, 3.0]
+    """
+    _floating("leaky_relu", x)
+    return where(x > 0, x, x * negative_slope)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else alpha · (exp(x) - 1) (Clevert et al., 2015)."""
+    _floating("elu", x)
+    return where(x > 0, x, (_not_positive(x).exp() - 1.0) * alpha)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x: Tensor, inplace: bool = False) -> Tensor:
+    """scale · elu(x, alpha) with Klambauer et al.'s alpha ≈ 1.6733 and scale ≈ 1.0507."""
+    _floating("selu", x)
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+
+
+def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """max(0, x) + min(0, alpha · (exp(x / alpha) - 1)) (Barron, 2017).
+
+    Raises:
+        ValueError: alpha is 0.
+    """
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0 (it divides x)")
+    _floating("celu", x)
+    return where(x > 0, x, ((_not_positive(x) * (1.0 / alpha)).exp() - 1.0) * alpha)
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    """x clamped to [min_val, max_val]; the gradient is 1 strictly inside, 0 at and past
+    the bounds, as PyTorch's.
+
+    Raises:
+        ValueError: min_val > max_val.
+    """
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    if not x.dtype.is_floating_point:  # integers stay integers, as PyTorch's
+        return x.clamp(int(min_val), int(max_val))
+    return where(x <= min_val, min_val, where(x >= max_val, max_val, x))
+
+
+def relu6(x: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6): ``hardtanh(x, 0, 6)``."""
+    return hardtanh(x, 0.0, 6.0)
+
+
+def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    """0 where x ≤ -3, 1 where x ≥ 3, else x / 6 + 1 / 2."""
+    _floating("hardsigmoid", x)
+    return where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, x * (1.0 / 6.0) + 0.5))
+
+
+def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+    """x · hardsigmoid(x) (Howard et al., 2019): 0 up to -3, x from 3, x (x + 3) / 6
+    between; at ±3 the gradient is the outer pieces' (0 and 1), as PyTorch's."""
+    _floating("hardswish", x)
+    return where(x <= -3.0, 0.0, where(x >= 3.0, x, x * (x + 3.0) * (1.0 / 6.0)))
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta · x)) / beta, and x itself where beta · x > threshold (where the
+    two agree to the dtype's precision and exp would overflow)."""
+    _floating("softplus", x)
+    scaled = x * beta if beta != 1.0 else x
+    over = scaled > threshold
+    safe = where(over, threshold, scaled)
+    soft = safe.exp().log1p()
+    return where(over, x, soft * (1.0 / beta) if beta != 1.0 else soft)
+
+
+def softsign(x: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return x / (x.abs() + 1.0)
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x): finite for every finite x."""
+    _floating("logsigmoid", x)
+    return -softplus(-x)
+
+
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
+    """x · tanh(softplus(x)) (Misra, 2019)."""
+    _floating("mish", x)
+    return x * softplus(x).tanh()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.errors import DTypeError, ShapeError
+from ember.ops.creation import arange
 from ember.ops.creation import tensor as make_tensor
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
@@ -55,3 +56,42 @@ def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> T
     # Same values, no gradient to the padding row: the padded positions read a detached copy.
     is_pad = (indices == padding_idx).unsqueeze(-1)
     return where(is_pad, out.detach(), out)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """An int64 tensor with one more (last) dim of size ``num_classes``, holding 1 at each
+    index's class and 0 elsewhere.
+
+    Args:
+        tensor: an int tensor of class indices, any shape.
+        num_classes: the number of classes; -1 (default) reads the tensor and uses its
+            largest value + 1 (a read: it waits for the data, as PyTorch does).
+
+    Shape: (*) → (*, num_classes).
+
+    Raises:
+        DTypeError: a non-integer tensor.
+        ShapeError: ``num_classes=-1`` with an empty tensor (nothing to infer from).
+
+    Indices outside [0, num_classes) give rows of zeros (PyTorch raises; checking
+    would read the data).
+
+    Example:
+        >>> F.one_hot(em.tensor([0, 2]), 3).tolist()
+        [[1, 0, 0], [0, 0, 1]]
+    """
+    op = "one_hot"
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}")
+    if tensor.dtype.kind != "i":
+        raise DTypeError(f"{op}: needs an integer tensor of class indices, got "
+                         f"{tensor.dtype.name}; help: t.long()")
+    if num_classes == -1:
+        if tensor.numel() == 0:
+            raise ShapeError(f"{op}: cannot infer the number of classes from an empty tensor "
+                             f"(shape {tensor.shape}); help: pass num_classes")
+        num_classes = int(tensor.max().item()) + 1
+    if num_classes < 0:
+        raise ValueError(f"{op}: num_classes must be -1 or non-negative, got {num_classes}")
+    classes = arange(num_classes, dtype=tensor.dtype, device=tensor.device.inner)
+    return (tensor.unsqueeze(-1) == classes).astype("int64")

@@ -1,4 +1,4 @@
-"""Normalizations written from primitives: layer, RMS, batch and group norm.
+"""Normalizations written from primitives: layer, RMS, batch, group and instance norm.
 
 Each is mean / variance reductions and elementwise ops, so gradients come from
 the primitives' backward rules, except layer_norm's and rms_norm's: one recorded node
@@ -302,6 +302,72 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
     var = (centered * centered).mean(dim=2, keepdim=True)
     y = (centered * (var + eps).rsqrt()).reshape(*x.shape).astype(x.dtype)
     bcast = (1, channels) + (1,) * (x.ndim - 2)
+    w = None if weight is None else weight.reshape(*bcast)
+    b = None if bias is None else bias.reshape(*bcast)
+    return _affine(y, w, b)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | Param | None = None,
+                  running_var: Tensor | Param | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each channel of each sample over its spatial dims, then scale and shift.
+
+    y = (x - E[x]) / sqrt(Var[x] + eps) · weight + bias, mean and biased variance per
+    (sample, channel). With ``use_input_stats`` the running statistics (if given as
+    ``Buffer``s) move towards the batch average of the per-sample ones —
+    running = (1 - momentum) · running + momentum · batch, unbiased variance for
+    ``running_var`` — as PyTorch; without it the running statistics normalize.
+
+    Args:
+        input: (N, C, *spatial), at least one spatial dim.
+        running_mean, running_var: optional (C,) statistics.
+        weight, bias: optional (C,) affine parameters.
+        use_input_stats: normalize with each sample's statistics. Default True.
+        momentum: the running-average factor. Default 0.1.
+        eps: added to the variance. Default 1e-5.
+
+    Shape: (N, C, *spatial) → the same.
+
+    Raises:
+        ShapeError: fewer than 3 dims, (C,) tensors of another shape, or a single
+            spatial value per channel with ``use_input_stats``.
+
+    Example:
+        >>> F.instance_norm(em.randn(2, 3, 8, 8)).shape
+        (2, 3, 8, 8)
+    """
+    op = "instance_norm"
+    _check_float(op, input)
+    if input.ndim < 3:
+        raise ShapeError(f"{op}: expected an input of shape (N, C, *spatial), got {input.shape}")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (channels,):
+            raise ShapeError(f"{op}: {name} has shape {tuple(t.shape)}, expected ({channels},) "
+                             f"for an input of shape {input.shape}")
+    dims = tuple(range(2, input.ndim))
+    bcast = (1, channels) + (1,) * (input.ndim - 2)
+    h = _upcast(input)
+    if use_input_stats:
+        count = int(np.prod(input.shape[2:]))
+        if count <= 1:
+            raise ShapeError(f"{op}: expected more than 1 spatial value per channel, got input "
+                             f"of shape {input.shape}")
+        mean = h.mean(dim=dims, keepdim=True)
+        centered = h - mean
+        var = (centered * centered).mean(dim=dims, keepdim=True)
+        if input.shape[0] > 0:
+            _update_running(running_mean, mean.mean(dim=0), momentum, 1.0)
+            _update_running(running_var, var.mean(dim=0), momentum, count / (count - 1))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(f"{op}: use_input_stats=False needs running_mean and running_var")
+        mean = _value(running_mean).astype(h.dtype).reshape(*bcast)
+        var = _value(running_var).astype(h.dtype).reshape(*bcast)
+        centered = h - mean
+    y = (centered * (var + eps).rsqrt()).astype(input.dtype)
     w = None if weight is None else weight.reshape(*bcast)
     b = None if bias is None else bias.reshape(*bcast)
     return _affine(y, w, b)

@@ -1,4 +1,5 @@
-"""Normalization layers: LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, GroupNorm.
+"""Normalization layers: LayerNorm, RMSNorm, BatchNorm1d, BatchNorm2d, GroupNorm,
+InstanceNorm1d, InstanceNorm2d.
 
 Parameters, buffers, names and defaults are PyTorch's, so its state dicts load
 unchanged. Each layer delegates to its form in ``nn.functional``.
@@ -255,3 +256,87 @@ class GroupNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class _InstanceNorm(Module):
+    """Shared by ``InstanceNorm1d`` and ``InstanceNorm2d``; subclasses name the spatial rank."""
+
+    _spatial = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        device = resolve_device(device)
+        c = (num_features,)
+        self.weight, self.bias = _affine(c, affine, dtype, device)
+        if track_running_stats:
+            self.running_mean = Buffer(zeros(c, dtype=dtype, device=device))
+            self.running_var = Buffer(ones(c, dtype=dtype, device=device))
+            # PyTorch keeps this buffer (its state dicts hold it) but instance norm never counts.
+            self.num_batches_tracked = Buffer(full((), 0, dtype="int64", device=device))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        name = type(self).__name__
+        s = self._spatial
+        if x.ndim not in (s + 1, s + 2):
+            raise ShapeError(f"{name}: expected {s + 1}D (unbatched) or {s + 2}D input, got "
+                             f"shape {x.shape}")
+        batched = x.ndim == s + 2
+        h = x if batched else x.unsqueeze(0)
+        if h.shape[1] != self.num_features and (self.affine or self.track_running_stats):
+            raise ShapeError(f"{name}: expected {self.num_features} channels, got input of "
+                             f"shape {x.shape}")
+        use_input_stats = self.training or not self.track_running_stats
+        momentum = 0.0 if self.momentum is None else self.momentum
+        y = F.instance_norm(h, self.running_mean, self.running_var, _value(self.weight),
+                            _value(self.bias), use_input_stats, momentum, self.eps)
+        return y if batched else y.squeeze(0)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of (N, C, L) or (C, L) inputs: as ``InstanceNorm2d``, over L.
+
+    Shape: (N, C, L) or (C, L) → the same.
+    """
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization (Ulyanov et al., 2016) of (N, C, H, W) or (C, H, W) inputs.
+
+    y = (x - E[x]) / sqrt(Var[x] + eps) · γ + β, with mean and biased variance over
+    H and W of each sample's channel. PyTorch's defaults: no affine parameters and no
+    running statistics. With ``track_running_stats`` the running statistics move
+    towards the batch average of the per-sample ones in training and normalize in
+    eval.
+
+    Args:
+        num_features: C, the number of channels.
+        eps: added to the variance. Default 1e-5.
+        momentum: the running-average factor (None counts as 0). Default 0.1.
+        affine: learn γ (``weight``, starts at 1) and β (``bias``, starts at 0).
+            Default False.
+        track_running_stats: keep ``running_mean`` and ``running_var``. Default False.
+        device, dtype: where and in what type the parameters and buffers live.
+
+    Shape: (N, C, H, W) or (C, H, W) → the same.
+
+    Example:
+        >>> nn.InstanceNorm2d(3, affine=True)(em.randn(2, 3, 8, 8)).shape
+        (2, 3, 8, 8)
+    """
+
+    _spatial = 2

@@ -1,10 +1,11 @@
-"""Pooling layers: ``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` (no parameters)."""
+"""Pooling layers, 1-D and 2-D, plain and adaptive (no parameters)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ember.nn.functional import conv as F
+from ember.nn.functional import pooling as P
 from ember.nn.module import Module
 from ember.tensor import Tensor
 
@@ -104,6 +105,129 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class MaxPool1d(Module):
+    """The maximum over each window of (N, C, L) or (C, L), as ``torch.nn.MaxPool1d``.
+
+    Args: as ``MaxPool2d``'s, each an int (or a 1-tuple).
+
+    Shape: (..., L) → (..., L_out), L_out = floor_or_ceil((L + 2·p - d·(k - 1) - 1) / s) + 1.
+
+    Example:
+        >>> nn.MaxPool1d(3, stride=2)(em.randn(4, 16, 50)).shape
+        (4, 16, 24)
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return P.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(Module):
+    """The mean over each window of (N, C, L) or (C, L), as ``torch.nn.AvgPool1d``.
+
+    Args: kernel_size, stride (default the kernel size), padding (0), ceil_mode (False),
+    count_include_pad (True), as ``AvgPool2d``'s.
+
+    Shape: (..., L) → (..., L_out), L_out = floor_or_ceil((L + 2·p - k) / s) + 1.
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return P.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(Module):
+    """The mean over adaptive windows that give ``output_size`` cells along L.
+
+    Shape: (N, C, L) or (C, L) → (..., output_size).
+    """
+
+    def __init__(self, output_size: int) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return P.adaptive_avg_pool1d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(Module):
+    """The max over adaptive windows that give ``output_size`` cells along L.
+
+    Shape: (N, C, L) or (C, L) → (..., output_size).
+    """
+
+    def __init__(self, output_size: int, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return P.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(Module):
+    """The max over adaptive windows that give a fixed output size, as PyTorch's.
+
+    Output cell ``i`` of ``O`` along an input dim of size ``S`` covers cells
+    ``floor(i·S/O)`` to ``ceil((i+1)·S/O) - 1``.
+
+    Args:
+        output_size: an int or an (h, w) pair; None in the pair keeps that input size.
+        return_indices: also return the flat index (h · W + w) of each chosen cell.
+
+    Shape:
+        (N, C, H, W) or (C, H, W) → (..., h, w).
+
+    Example:
+        >>> nn.AdaptiveMaxPool2d((5, 7))(em.randn(1, 64, 8, 9)).shape
+        (1, 64, 5, 7)
+    """
+
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return P.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

@@ -1,4 +1,4 @@
-"""``TransformerEncoderLayer``: self-attention and a feed-forward block, as PyTorch's."""
+"""``TransformerEncoderLayer`` and ``TransformerDecoderLayer``, as PyTorch's."""
 
 from __future__ import annotations
 
@@ -16,6 +16,15 @@ from ember.tensor import Tensor
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": activations.relu, "gelu": activations.gelu,
 }
+
+
+def _activation(owner: str, activation: str | Callable[[Tensor], Tensor]
+                ) -> Callable[[Tensor], Tensor]:
+    if not isinstance(activation, str):
+        return activation
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"{owner}: activation should be relu/gelu, not {activation!r}")
+    return _ACTIVATIONS[activation]
 
 
 class TransformerEncoderLayer(Module):
@@ -62,11 +71,7 @@ class TransformerEncoderLayer(Module):
                  norm_first: bool = False, bias: bool = True, *, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"TransformerEncoderLayer: activation should be relu/gelu, not "
-                                 f"{activation!r}")
-            activation = _ACTIVATIONS[activation]
+        activation = _activation(type(self).__name__, activation)
         kw = {"device": device, "dtype": dtype}
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                             batch_first=batch_first, **kw)
@@ -102,3 +107,90 @@ class TransformerEncoderLayer(Module):
     def _ff_block(self, x: Tensor) -> Tensor:
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
         return self.dropout2(x)
+
+
+class TransformerDecoderLayer(Module):
+    """One decoder layer of "Attention Is All You Need", as PyTorch's: self-attention,
+    attention over the encoder's output (``memory``), and a feed-forward block.
+
+    Post-norm (default)::
+
+        x = norm1(x + dropout1(self_attn(x)))
+        x = norm2(x + dropout2(multihead_attn(x, memory)))
+        x = norm3(x + dropout3(linear2(dropout(activation(linear1(x))))))
+
+    Pre-norm (``norm_first=True``) applies each norm to the block's input instead.
+    Sub-modules carry PyTorch's names (``self_attn``, ``multihead_attn``, ``linear1``,
+    ``linear2``, ``norm1``-``norm3``, ``dropout``, ``dropout1``-``dropout3``), so a
+    PyTorch layer's state dict loads unchanged.
+
+    Args: as ``TransformerEncoderLayer``'s (``batch_first`` True by default, as every
+    ember attention layer; PyTorch's default is False).
+
+    Shape: tgt (N, T, E), memory (N, S, E) (batch_first), or (T, N, E) and (S, N, E),
+    or unbatched (T, E) and (S, E) → the shape of tgt.
+
+    Example:
+        >>> layer = nn.TransformerDecoderLayer(64, 4, dim_feedforward=128)
+        >>> layer(em.randn(2, 7, 64), em.randn(2, 10, 64), tgt_is_causal=True).shape
+        (2, 7, 64)
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: str | Callable[[Tensor], Tensor] = "relu",
+                 layer_norm_eps: float = 1e-5, batch_first: bool = True,
+                 norm_first: bool = False, bias: bool = True, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        activation = _activation(type(self).__name__, activation)
+        kw = {"device": device, "dtype": dtype}
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, **kw)
+        self.multihead_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = activation
+        self.batch_first = batch_first
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:
+        """Masks as ``MultiHeadAttention``'s (bool True = masked out; floats added)."""
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                                    memory_is_causal)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+                                               memory_is_causal))
+            x = self.norm3(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
+                  is_causal: bool) -> Tensor:
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           is_causal=bool(is_causal))
+        return self.dropout1(x)
+
+    def _mha_block(self, x: Tensor, memory: Tensor, attn_mask: Tensor | None,
+                   key_padding_mask: Tensor | None, is_causal: bool) -> Tensor:
+        x = self.multihead_attn(x, memory, memory, attn_mask=attn_mask,
+                                key_padding_mask=key_padding_mask, is_causal=bool(is_causal))
+        return self.dropout2(x)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.dropout3(x)
