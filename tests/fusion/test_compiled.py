@@ -345,11 +345,12 @@ def test_a_forked_child_runs_compiled_groups_on_new_threads():
 def test_gradients_through_compiled_pieces_match_unfused_bitwise(unfused, compile_small, dtype,
                                                                   checkpointing):
     """A block with gelu, layer norms, softmax, clamp and where, forward and backward: row
-    groups and elementwise groups both hold compiled pieces between NumPy calls."""
+    groups run as compiled row kernels, elementwise groups as compiled calls."""
     args = {"device_index": fresh_index(), "dtype": dtype, "checkpointing": checkpointing}
     fused_run = programs.run_program("block_grads", args)
     reference = unfused.run("block_grads", **args)
-    assert len(compile_small) > 10
+    rows = [r for r in compile_small if isinstance(r, tuple)]
+    assert len(rows) >= 3 and len(compile_small) - len(rows) >= 3, compile_small
     assert_same_bits(fused_run, reference)
 
 
