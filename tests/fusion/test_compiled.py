@@ -506,3 +506,35 @@ def test_the_disk_cache_of_libraries_stays_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(compiled, "_MAX_CACHED", 10)
     compiled._trim(str(folder))
     assert sorted(p.name for p in folder.iterdir()) == [f"old_{k:02}.so" for k in range(7, 12)]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "computed", "permuted"])
+def test_log_softmax_is_one_compiled_row_kernel_with_the_unfused_bits(compile_small, layout):
+    """x - logsumexp(x): the row kernel's logsumexp is the unfused kernel's steps with
+    ember's exp and log, bit for bit; rows of ±inf, NaN, a large shift and ±0."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((300, 700)) * 8).astype(np.float32)
+    x[0] = -np.inf
+    x[1, 3] = np.inf
+    x[2, 4] = np.nan
+    x[3] += np.float32(1e4)
+    x[4] = -0.0
+    x[5, ::3] = 0.0
+    source = np.ascontiguousarray(x.T) if layout == "permuted" else x
+
+    def build(t):
+        if layout == "permuted":
+            t = t.permute(1, 0)
+        elif layout == "computed":
+            t = t * 1.0
+        return t - t.logsumexp(dim=-1, keepdim=True)
+
+    fused_run, plain = _both_ways(build, source)
+    # A permuted input's rows are not NumPy's summation order: that group keeps NumPy.
+    assert (("rows", x.size) in compile_small) == (layout != "permuted")
+    assert_same_bits({"log_softmax": fused_run}, {"log_softmax": plain})
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        exact = x - np.log(np.exp(x.astype(np.float64)).sum(-1, keepdims=True))
+    finite = np.isfinite(exact)
+    np.testing.assert_allclose(fused_run[finite], exact[finite], rtol=1e-6, atol=2e-6)
+    np.testing.assert_array_equal(np.isnan(fused_run), np.isnan(exact))

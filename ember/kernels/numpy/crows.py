@@ -12,11 +12,14 @@ integers, -0 below +0, any NaN giving NaN: a rule that no visiting order changes
 which the unfused kernel (``reduction.py``) follows too. Full values a later loop or a
 reduction reads live in a row buffer; the rest stay in registers.
 
-Compiled only where the bits are certainly NumPy's: float32 sums and means whose
-input is a member of the group or an input contiguous over the row (NumPy's own
-iteration order for another layout is its business), float32 max and min, members with
-an exact C form (``csource.EXACT_OPS``), views of the reduced values, and aliases. var,
-std, logsumexp and prod are not.
+logsumexp is the unfused kernel's steps with ``float32_math``'s exp and log, which that
+kernel uses too.
+
+Compiled only where the bits are certainly the unfused kernels': float32 sums, means
+and logsumexps whose input is a member of the group or an input contiguous over the
+row (NumPy's own iteration order for another layout is its business), float32 max and
+min, members with an exact C form (``csource.EXACT_OPS``), views of the reduced values,
+and aliases. var, std and prod are not.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.kernels.fusion import cexpr
-from ember.kernels.numpy import csource
+from ember.kernels.numpy import csource, float32_math
 
 SUMS = ("sum", "mean")
 EXTREMES = ("max", "min")
-REDUCTIONS = SUMS + EXTREMES
+REDUCTIONS = (*SUMS, *EXTREMES, "logsumexp")
+# Reductions that compute with ``float32_math``'s functions, and which.
+MATH = {"logsumexp": ("exp", "log")}
 # Members whose value per row element is their input's: the row-keeping views, aliases.
 _IDENTITY = ("reshape", "expand", "alias")
 
@@ -93,6 +98,20 @@ static float ember_OP_row(const float* a, long long n, long long s) {
 _EXTREMES = "".join(_EXTREME.replace("OP", op).replace("START", start).replace("CMP", cmp)
                     for op, start, cmp in (("max", "INT32_MIN", ">"), ("min", "INT32_MAX", "<")))
 
+# The unfused kernel's steps (``reduction.py``) on one row: shift by the max (0 where it
+# is not finite), exponentials into ``e`` (a row buffer), their pairwise sum, its log,
+# plus the shift. (The max's sign of zero, its one difference from np.max, changes no
+# bit of the result: exp(±0) is 1, and log never gives -0.)
+_LOGSUMEXP = """
+static float ember_logsumexp_row(const float* a, long long n, long long s, float* e) {
+  const float top = ember_max_row(a, n, s);
+  const float shift = top - top == 0.0f ? top : 0.0f;
+  #pragma GCC ivdep
+  for (long long i = 0; i < n; ++i) e[i] = ember_exp(a[i * s] - shift);
+  return ember_log(0.0f + ember_pairwise(e, n, 1)) + shift;
+}
+"""
+
 
 class RowSource:
     """A rendered row function: its C name and text, and how many row buffers it needs."""
@@ -115,6 +134,8 @@ def kinds(members: Sequence[Any], prologue: int, shape: tuple[int, ...],
         if m.op in REDUCTIONS:
             if m.dtype != "float32" or dtype_of(m.inputs[0]) != "float32":
                 return None
+            if not set(MATH.get(m.op, ())) <= float32_math.READY:
+                return None  # the unfused kernel computes it with NumPy's functions
             out[j] = "scalar"
         elif m.op in _IDENTITY or csource.compilable(m, dtype_of):
             if m.dtype not in csource.STORAGE:
@@ -163,7 +184,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
             loop += 1
             source = args[0]
             if (slot_kind[source] == "input" and inputs[source] != "contiguous"
-                    and members[j].op in SUMS):
+                    and members[j].op not in EXTREMES):
                 return None
             if slot_kind[source] != "full" and slot_kind[source] != "input":
                 return None
@@ -178,7 +199,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     name = cexpr.kernel_name(members, cexpr.digest((
         tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), tuple(steps),
         tuple(slot_dtypes), tuple(sorted(inputs.items())), tuple(stores), outer_rank)))
-    lines = [csource.preamble(), _PAIRWISE, _EXTREMES,
+    lines = [csource.preamble(), _PAIRWISE, _EXTREMES, _LOGSUMEXP,
              f"void {name}(long long begin, long long end, const long long* size,",
              "    const long long* stride, void* const* data, const float* scalars,",
              "    float* scratch) {",
@@ -220,6 +241,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
             stride = "1" if slot_kind[source] == "full" else f"step{source}"
             if member.op in EXTREMES:
                 total = f"ember_{member.op}_row({row}, inner, {stride})"
+            elif member.op == "logsumexp":
+                total = f"ember_logsumexp_row({row}, inner, {stride}, b{len(buffer_of)})"
             else:
                 total = f"(0.0f + ember_pairwise({row}, inner, {stride}))"
             if member.op == "mean":
@@ -252,7 +275,9 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
         storage = csource.STORAGE[members[j].dtype]
         width = "row * inner" if member_kinds[j] == "full" else "row"
         lines.append(f"    {storage}* out{slot} = ({storage}*)data[{len(read) + q}] + {width};")
-    lines += [f"    float* b{b} = scratch + {b} * inner;" for b in range(len(buffer_of))]
+    # logsumexp's exponentials: one more row buffer.
+    buffers = len(buffer_of) + any(members[j].op == "logsumexp" for j, _ in steps)
+    lines += [f"    float* b{b} = scratch + {b} * inner;" for b in range(buffers)]
     lines += body
     lines += ["  }", "}", ""]
-    return RowSource(name, "\n".join(lines), len(buffer_of))
+    return RowSource(name, "\n".join(lines), buffers)

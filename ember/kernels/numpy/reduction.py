@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ember.dtype import LOW_PRECISION as _LOW_PRECISION
+from ember.kernels.numpy import compiled
 from ember.kernels.numpy.table import NP, kernel, namespace
 
 _F32 = np.dtype(np.float32)
@@ -115,11 +116,16 @@ def _logsumexp(msg, pool, x):
     shifted = x.astype(acc)  # a private copy, worked on in place below
     shift = xp.max(shifted, axis=dims, keepdims=True, out=xp.empty(_kept(x.shape, dims), acc))
     shift[~xp.isfinite(shift)] = 0.0
+    # float32 on the host: ember's own exp and log, which the compiled row kernels
+    # (``crows``) compute logsumexp with too.
+    own = xp is np and acc == _F32
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN in, log(0) = -inf
         xp.subtract(shifted, shift, out=shifted)
-        xp.exp(shifted, out=shifted)
+        if not (own and compiled.apply_math("exp", shifted, shifted)):
+            xp.exp(shifted, out=shifted)
         out = xp.sum(shifted, axis=dims, keepdims=keepdim, out=pool.empty(msg.shape, acc))
-        xp.log(out, out=out)
+        if not (own and compiled.apply_math("log", out, out)):
+            xp.log(out, out=out)
     out += shift.reshape(msg.shape)
     return out.astype(out_dtype, copy=False)
 
