@@ -199,7 +199,8 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
     name = cexpr.kernel_name(members, cexpr.digest((
         tuple((m.op, m.dtype, cexpr.attr_shape(m)) for m in members), tuple(steps),
         tuple(slot_dtypes), tuple(sorted(inputs.items())), tuple(stores), outer_rank)))
-    lines = [csource.preamble(), _PAIRWISE, _EXTREMES, _LOGSUMEXP,
+    lines = [float32_math.vector_width(op for m in members for op in MATH.get(m.op, (m.op,))),
+             csource.preamble(), _PAIRWISE, _EXTREMES, _LOGSUMEXP,
              f"void {name}(long long begin, long long end, const long long* size,",
              "    const long long* stride, void* const* data, const float* scalars,",
              "    float* scratch) {",

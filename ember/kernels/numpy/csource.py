@@ -22,7 +22,6 @@ evaluates one range of flat indices, so threads split a group by ranges.
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,10 +42,7 @@ STORAGE = {"float32": "float", "bool": "bool"}
 # No contraction into FMAs and no fast-math: the IEEE operations NumPy does, rounded as
 # NumPy rounds them. -fno-trapping-math changes no result; it lets gcc turn the
 # comparisons of clamps and NaN tests into vector selects (no trap is ever observed).
-# On x86, vectors as wide as the CPU has (gcc prefers 256 bits even where AVX-512 is):
-# the lanes compute what a scalar loop would, only more at a time.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
-         *(("-mprefer-vector-width=512",) if platform.machine() in ("x86_64", "AMD64") else ()),
          "-fPIC", "-shared")
 
 
@@ -201,7 +197,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
            tuple(slot_dtypes), tuple(stores), rank, tuple(inner))
     name = cexpr.kernel_name(members, cexpr.digest(key))
     last = rank - 1
-    lines = [preamble(),
+    lines = [float32_math.vector_width(m.op for m in members), preamble(),
              f"void {name}(long long begin, long long end, const long long* size,",
              "    const long long* stride, void* const* data, const float* scalars) {"]
     lines += scalar_declarations(renderer.scalars)
