@@ -407,9 +407,8 @@ def test_row_groups_whose_bits_c_cannot_promise_keep_numpy(compile_small):
 
 
 def _extreme_rows(length: int) -> np.ndarray:
-    """Rows whose max or min is a tie of ±0 (in both orders,
-    and all of one sign), rows with NaN, ±inf and denormals, then random rows (enough
-    for the group to fuse)."""
+    """Rows whose max or min is a tie of ±0 (in both orders, and all of one sign), rows
+    with NaN, ±inf and denormals, then random rows (enough for the group to fuse)."""
     rng = np.random.default_rng(length)
     x = rng.standard_normal((max(40, 2048 // length), length)).astype(np.float32)
     zeros = x[:8]
@@ -459,7 +458,8 @@ def test_compiled_max_and_min_rows_are_the_unfused_kernels_bits(compile_small, l
         holds = ((x == 0) & (np.signbit(x) == (op == "min"))).any(axis=-1)
         zero = fused_run[:, 0] == 0
         assert zero.sum() >= 4
-        np.testing.assert_array_equal(np.signbit(fused_run[zero, 0]), (holds == (op == "min"))[zero])
+        np.testing.assert_array_equal(np.signbit(fused_run[zero, 0]),
+                                      (holds == (op == "min"))[zero])
 
 
 @pytest.mark.parametrize("shape", [(700, 300), (4, 3, 4096), (64, 16_384)])
