@@ -23,7 +23,7 @@ import ember as em
 from ember.kernels.numpy import compiled, csource, fused
 from tests.fusion import graphs, programs
 from tests.fusion.batching import fresh_index
-from tests.fusion.composites import layer_norm, numpy_layer_norm, softmax
+from tests.fusion.composites import layer_norm, numpy_layer_norm, numpy_softmax, softmax
 from tests.fusion.programs import ROOT, UnfusedWorker
 from tests.fusion.test_fusion import (
     _GRAPH_SETTINGS,
@@ -345,11 +345,12 @@ def test_a_forked_child_runs_compiled_groups_on_new_threads():
 def test_gradients_through_compiled_pieces_match_unfused_bitwise(unfused, compile_small, dtype,
                                                                   checkpointing):
     """A block with gelu, layer norms, softmax, clamp and where, forward and backward: row
-    groups and elementwise groups both hold compiled pieces between NumPy calls."""
+    groups run as compiled row kernels, elementwise groups as compiled calls."""
     args = {"device_index": fresh_index(), "dtype": dtype, "checkpointing": checkpointing}
     fused_run = programs.run_program("block_grads", args)
     reference = unfused.run("block_grads", **args)
-    assert len(compile_small) > 10
+    rows = [r for r in compile_small if isinstance(r, tuple)]
+    assert len(rows) >= 3 and len(compile_small) - len(rows) >= 3, compile_small
     assert_same_bits(fused_run, reference)
 
 
@@ -397,17 +398,82 @@ def test_a_layer_norm_from_primitives_is_one_compiled_row_kernel(compile_small):
     np.testing.assert_allclose(fused_run, numpy_layer_norm(x, w, b), rtol=2e-5, atol=2e-5)
 
 
-@pytest.mark.parametrize("case", ["softmax (max)", "sum of a permuted input"])
-def test_row_groups_whose_bits_c_cannot_promise_keep_numpy(compile_small, case):
-    rng = np.random.default_rng(9)
-    x = rng.standard_normal((700, 300), dtype=np.float32)
-    if case == "softmax (max)":
-        fused_run, plain = _both_ways(softmax, x)
-    else:
-        fused_run, plain = _both_ways(
-            lambda t: t.permute(1, 0).sum(dim=-1, keepdim=True) * t.permute(1, 0) * 2.0, x)
+def test_row_groups_whose_bits_c_cannot_promise_keep_numpy(compile_small):
+    x = np.random.default_rng(9).standard_normal((700, 300), dtype=np.float32)
+    fused_run, plain = _both_ways(
+        lambda t: t.permute(1, 0).sum(dim=-1, keepdim=True) * t.permute(1, 0) * 2.0, x)
     assert not [r for r in compile_small if isinstance(r, tuple)]
     np.testing.assert_array_equal(fused_run, plain)
+
+
+def _extreme_rows(length: int) -> np.ndarray:
+    """Rows whose max or min is a tie of ±0 (in both orders, and all of one sign), rows
+    with NaN, ±inf and denormals, then random rows (enough for the group to fuse)."""
+    rng = np.random.default_rng(length)
+    x = rng.standard_normal((max(40, 2048 // length), length)).astype(np.float32)
+    zeros = x[:8]
+    zeros[:4] = -np.abs(zeros[:4])  # max rows: at most 0
+    zeros[4:] = np.abs(zeros[4:])  # min rows
+    for r, (first, second) in enumerate([(0.0, -0.0), (-0.0, 0.0), (-0.0, -0.0), (0.0, 0.0)]):
+        for row in (r, r + 4):
+            zeros[row, 0] = first
+            zeros[row, -1] = second
+            zeros[row, length // 2] = first if length > 2 else second
+    x[8, length // 3] = np.nan
+    x[9, -1] = np.nan
+    x[10, 0] = np.inf
+    x[11, -1] = -np.inf
+    x[12] = -np.inf
+    x[13] = np.float32(1e-45) * np.sign(x[13])
+    x[14] = -0.0
+    return x
+
+
+@pytest.mark.parametrize("length", [1, 7, 16, 300, 4096])
+def test_compiled_max_and_min_rows_are_the_unfused_kernels_bits(compile_small, length):
+    """max and min compile into row kernels: -0 orders below +0 and a NaN wins, in the
+    compiled kernel and in the unfused one alike, whatever position the tie is in; over a
+    computed row, an input's row, and an input walked with a stride."""
+    x = _extreme_rows(length)
+    strided = np.ascontiguousarray(x.T)
+
+    def build(t, u):
+        top = (t * 1.0).max(dim=-1, keepdim=True)
+        bottom = t.min(dim=-1, keepdim=True)
+        across = u.permute(1, 0).max(dim=-1, keepdim=True)
+        return ((t * 2.0 - top) + (t - bottom)) * 0.5 + across
+
+    fused_run, plain = _both_ways(build, x, strided)
+    # (Over rows of one element the planner's reductions are elementwise.)
+    assert ("rows", x.size) in compile_small if length > 1 else compile_small
+    assert_same_bits({"extremes": fused_run}, {"extremes": plain})
+    alone = [_both_ways(lambda t: getattr(t * 1.0, op)(dim=-1, keepdim=True) * 1.0, x)
+             for op in ("max", "min")]
+    for (fused_run, plain), op in zip(alone, ("max", "min")):
+        assert_same_bits({op: fused_run}, {op: plain})
+        np.testing.assert_array_equal(fused_run, getattr(np, op)(x, axis=-1, keepdims=True))
+        assert np.isnan(fused_run[8:10]).all()
+        # A zero extreme is +0 for a max whose row holds a +0, -0 for a min whose row
+        # holds a -0.
+        holds = ((x == 0) & (np.signbit(x) == (op == "min"))).any(axis=-1)
+        zero = fused_run[:, 0] == 0
+        assert zero.sum() >= 4
+        np.testing.assert_array_equal(np.signbit(fused_run[zero, 0]),
+                                      (holds == (op == "min"))[zero])
+
+
+@pytest.mark.parametrize("shape", [(700, 300), (4, 3, 4096), (64, 16_384)])
+def test_softmax_is_one_compiled_row_kernel_with_the_unfused_bits(compile_small, shape):
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1, shape[-1])[0] = -0.0  # a zero max of ±0 ties
+    x.reshape(-1, shape[-1])[1, ::2] = 0.0
+    x.reshape(-1, shape[-1])[2, 5] = np.nan
+    x.reshape(-1, shape[-1])[3, 7] = -np.inf
+    fused_run, plain = _both_ways(softmax, x)
+    assert ("rows", x.size) in compile_small
+    assert_same_bits({"softmax": fused_run}, {"softmax": plain})
+    np.testing.assert_allclose(fused_run, numpy_softmax(x), rtol=2e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("length", [1, 7, 8, 9, 127, 128, 129, 300, 4096, 100_003])
@@ -440,3 +506,35 @@ def test_the_disk_cache_of_libraries_stays_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(compiled, "_MAX_CACHED", 10)
     compiled._trim(str(folder))
     assert sorted(p.name for p in folder.iterdir()) == [f"old_{k:02}.so" for k in range(7, 12)]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "computed", "permuted"])
+def test_log_softmax_is_one_compiled_row_kernel_with_the_unfused_bits(compile_small, layout):
+    """x - logsumexp(x): the row kernel's logsumexp is the unfused kernel's steps with
+    ember's exp and log, bit for bit; rows of ±inf, NaN, a large shift and ±0."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((300, 700)) * 8).astype(np.float32)
+    x[0] = -np.inf
+    x[1, 3] = np.inf
+    x[2, 4] = np.nan
+    x[3] += np.float32(1e4)
+    x[4] = -0.0
+    x[5, ::3] = 0.0
+    source = np.ascontiguousarray(x.T) if layout == "permuted" else x
+
+    def build(t):
+        if layout == "permuted":
+            t = t.permute(1, 0)
+        elif layout == "computed":
+            t = t * 1.0
+        return t - t.logsumexp(dim=-1, keepdim=True)
+
+    fused_run, plain = _both_ways(build, source)
+    # A permuted input's rows are not NumPy's summation order: that group keeps NumPy.
+    assert (("rows", x.size) in compile_small) == (layout != "permuted")
+    assert_same_bits({"log_softmax": fused_run}, {"log_softmax": plain})
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        exact = x - np.log(np.exp(x.astype(np.float64)).sum(-1, keepdims=True))
+    finite = np.isfinite(exact)
+    np.testing.assert_allclose(fused_run[finite], exact[finite], rtol=1e-6, atol=2e-6)
+    np.testing.assert_array_equal(np.isnan(fused_run), np.isnan(exact))

@@ -121,3 +121,12 @@ def test_fused_groups_compile_these_only_once_the_unfused_kernel_runs_them():
     assert {"exp", "tanh"} <= float32_math.READY or not float32_math.READY
     em.tensor(np.ones(4, np.float32)).sigmoid().numpy()
     assert "sigmoid" in float32_math.READY
+
+
+def test_exp_loops_ask_for_wide_vectors_and_dividing_ones_do_not():
+    """512-bit vectors (gcc on x86) speed exp's loops up and slow double divisions down
+    over large arrays: exp's array function and row kernels ask for them, tanh's do not."""
+    assert "prefer-vector-width=512" in float32_math.array_source("exp").code
+    assert "prefer-vector-width" not in float32_math.array_source("tanh").code
+    assert float32_math.vector_width(["exp", "sigmoid"]) == ""
+    assert float32_math.vector_width(["mul", "add"]) == ""

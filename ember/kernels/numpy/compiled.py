@@ -225,11 +225,12 @@ def apply_math(op: str, x: np.ndarray, out: np.ndarray) -> bool:
 
 
 def _prepare_math(members: tuple) -> None:
-    """Compile the array functions of ``members``' ``float32_math`` ops, so a plan made
-    now may compile them into its pieces."""
+    """Compile the array functions of ``members``' ``float32_math`` ops (and of those
+    their reductions compute with), so a plan made now may compile them."""
     for m in members:
-        if m.op in float32_math.OPS and m.op not in float32_math.READY:
-            math_function(m.op)
+        for op in crows.MATH.get(m.op, (m.op,)):
+            if op in float32_math.OPS and op not in float32_math.READY:
+                math_function(op)
 
 
 class Piece:

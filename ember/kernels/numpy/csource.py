@@ -197,7 +197,7 @@ def render(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]],
            tuple(slot_dtypes), tuple(stores), rank, tuple(inner))
     name = cexpr.kernel_name(members, cexpr.digest(key))
     last = rank - 1
-    lines = [preamble(),
+    lines = [float32_math.vector_width(m.op for m in members), preamble(),
              f"void {name}(long long begin, long long end, const long long* size,",
              "    const long long* stride, void* const* data, const float* scalars) {"]
     lines += scalar_declarations(renderer.scalars)

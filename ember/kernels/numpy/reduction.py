@@ -10,10 +10,12 @@ reduction to a 0-d tensor still yields an array, never a NumPy scalar.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ember.dtype import LOW_PRECISION as _LOW_PRECISION
+from ember.kernels.numpy import compiled
 from ember.kernels.numpy.table import NP, kernel, namespace
 
 _F32 = np.dtype(np.float32)
@@ -66,7 +68,27 @@ def _extreme(msg, pool, x):
     extreme = xp.max if msg.op == "max" else xp.min
     # No out=: CuPy's CUB min rejects it; a NumPy scalar result is wrapped by the backend.
     with np.errstate(invalid="ignore"):
-        return extreme(x, axis=tuple(dims), keepdims=keepdim)
+        out = extreme(x, axis=tuple(dims), keepdims=keepdim)
+    if xp is np and x.dtype.kind == "f":
+        out = _signed_zeros(msg.op, x, out, tuple(dims), keepdim)
+    return out
+
+
+def _signed_zeros(op: str, x: np.ndarray, out: Any, dims: tuple[int, ...],
+                  keepdim: bool) -> Any:
+    """``out`` with each zero extreme of ``x`` signed as if -0 < +0: +0 for a max where
+    the slice holds a +0, -0 for a min where it holds a -0. NumPy's SIMD lanes decide
+    between equal ±0 by position; the compiled row kernels (``crows``) need a rule that
+    no visiting order changes, and this one gives both paths the same bits."""
+    zero = out == 0
+    if not zero.any():
+        return out
+    wanted = (x == 0) & (np.signbit(x) == (op == "min"))
+    found = wanted.any(axis=dims, keepdims=keepdim)
+    first, other = (0.0, -0.0) if op == "max" else (-0.0, 0.0)
+    fixed = np.array(out, copy=True)
+    np.copyto(fixed, np.where(found, first, other).astype(out.dtype), where=zero)
+    return fixed
 
 
 @kernel("any", "all")
@@ -94,11 +116,16 @@ def _logsumexp(msg, pool, x):
     shifted = x.astype(acc)  # a private copy, worked on in place below
     shift = xp.max(shifted, axis=dims, keepdims=True, out=xp.empty(_kept(x.shape, dims), acc))
     shift[~xp.isfinite(shift)] = 0.0
+    # float32 on the host: ember's own exp and log, which the compiled row kernels
+    # (``crows``) compute logsumexp with too.
+    own = xp is np and acc == _F32
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN in, log(0) = -inf
         xp.subtract(shifted, shift, out=shifted)
-        xp.exp(shifted, out=shifted)
+        if not (own and compiled.apply_math("exp", shifted, shifted)):
+            xp.exp(shifted, out=shifted)
         out = xp.sum(shifted, axis=dims, keepdims=keepdim, out=pool.empty(msg.shape, acc))
-        xp.log(out, out=out)
+        if not (own and compiled.apply_math("log", out, out)):
+            xp.log(out, out=out)
     out += shift.reshape(msg.shape)
     return out.astype(out_dtype, copy=False)
 
