@@ -474,8 +474,10 @@ class Executor:
             elif closed:
                 break
             else:
+                lane.awaited = True
                 with self._waiting_on_others():
                     lane.ready.wait()
+                lane.awaited = False
         if lane.error is not None:
             error = lane.error if isinstance(lane.error, KernelError) else kernel_error(
                 "promised op", ("<runtime>", 0), lane.error)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +34,7 @@ class Lane:
     """The ops one actor promises one device, and whether it has issued them all."""
 
     __slots__ = ("token", "first_id", "messages", "made", "read_after", "nbytes", "done",
-                 "ready", "error")
+                 "ready", "awaited", "error")
 
     def __init__(self, first_id: int) -> None:
         self.token = next(_tokens)
@@ -48,6 +49,7 @@ class Lane:
         # Set every _READY_EVERY messages and at the close: a device waiting at the gate
         # runs what has arrived while the rest is still being issued.
         self.ready = threading.Event()
+        self.awaited = False  # a device waits at the gate for the next piece
         self.error: BaseException | None = None
         _open[self.token] = self
 
@@ -57,6 +59,10 @@ class Lane:
         self.nbytes += nbytes
         if len(messages) % _READY_EVERY == 0:
             self.ready.set()
+            if self.awaited:
+                # Hand the GIL to the waiting device now: a thread issuing pure Python
+                # gives it up only every few milliseconds, and a GPU would idle meanwhile.
+                time.sleep(0)
         out = getattr(msg, "out", None)
         if out is not None:
             self.made.add(out)
