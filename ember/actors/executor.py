@@ -26,6 +26,7 @@ from ember.dtype import storage_name
 from ember.errors import KernelError, OutOfMemoryError
 from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, Receive,
                       ReplayStep, Send, StepBegin, StepEnd, Upload)
+from ember.kernels import multi_update
 from ember.kernels.fusion.planner import FusedGroup
 
 # The executor reports progress (and so wakes blocked submitters) every so many ops.
@@ -406,6 +407,8 @@ class Executor:
     def _on_multi_call(self, msg: MultiCall) -> None:
         self.executed += 1
         err = self._inputs_failed(msg.inputs) if self._failed else None
+        if err is not None and msg.op == multi_update.OP and self._keep_last_good(msg):
+            return
         if err is None:
             env = self._env
             try:
@@ -421,6 +424,19 @@ class Executor:
         for out, value in zip(msg.outs, values, strict=True):
             self.store(out, value)
         self._taint(msg.inputs, msg.outs, msg.op, msg.site)
+
+    def _keep_last_good(self, msg: MultiCall) -> bool:
+        """An optimizer update whose gradients failed (a bad batch) leaves every parameter
+        and state at its last good value: each output names its input's buffer. The
+        failure still reaches whoever reads that step's loss or gradients."""
+        kept = multi_update.last_good_inputs(msg)
+        env = self._env
+        if kept is None or any(i not in env for i in kept):
+            return False
+        for out, i, shape, dtype in zip(msg.outs, kept, msg.shapes, msg.dtypes, strict=True):
+            alias = Call("alias", out, (i,), (), shape, dtype, msg.site)
+            self.store(out, self.backend.run(alias, [env[i]]))
+        return True
 
     def _taint(self, inputs: Any, outs: Any, op: str, site: Any) -> None:
         """After an op ran (or failed): taint ``outs`` with the checks it made and its

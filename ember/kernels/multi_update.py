@@ -128,3 +128,19 @@ def group_sizes(msg: Any) -> list[int]:
             size *= s
         sizes.append(size)
     return sizes
+
+
+def last_good_inputs(msg: Any) -> tuple[int, ...] | None:
+    """For each output of an update, the input holding its value before the update (the
+    parameter for the new parameter, each state for its new state): what a step whose
+    gradients failed keeps. None if some output has no such input."""
+    program = msg.attrs[0]
+    names = program.tensors + program.scalars
+    per_in, per_out = program.inputs_per_tensor, program.outputs_per_tensor
+    inputs = []
+    for t in range(len(msg.outs) // per_out):
+        for name in program.outputs + program.scalar_outputs:
+            if name not in names:
+                return None
+            inputs.append(msg.inputs[t * per_in + names.index(name)])
+    return tuple(inputs)

@@ -29,6 +29,7 @@ import trio
 from ember.autodiff.engine import Gradients
 from ember.autodiff.graph import no_record
 from ember.device import Device
+from ember.errors import KernelError
 from ember.graphed_step import GraphedStep
 from ember.nn.module import Module
 from ember.ops._core import resolve_device
@@ -106,13 +107,21 @@ class Learner:
                  grad_clip: float | None = None, progress: bool = True,
                  accumulation_steps: int = 1, early_stopping: EarlyStopping | None = None,
                  keep_checkpoints: int = 3, scheduler_interval: str = "epoch",
-                 graphed: bool | str = True) -> None:
+                 graphed: bool | str = True, on_bad_batch: str = "raise") -> None:
         if accumulation_steps < 1:
             raise ValueError(f"Learner: accumulation_steps must be >= 1, got {accumulation_steps}")
         if graphed not in (True, False, "pure"):
             raise ValueError(f"Learner: graphed must be True, False or 'pure', got {graphed!r}")
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError("Learner: scheduler_interval must be 'epoch' or 'step'")
+        if on_bad_batch not in ("raise", "skip"):
+            raise ValueError(f"Learner: on_bad_batch must be 'raise' or 'skip', got "
+                             f"{on_bad_batch!r}")
+        # A batch whose step failed (a target out of range) left the weights as they were
+        # (the optimizer keeps the last good values on the device): "raise" stops with its
+        # error, "skip" counts it in bad_batches and goes on.
+        self.on_bad_batch = on_bad_batch
+        self.bad_batches = 0
         if devices is None:
             first = next(iter(model.parameters()), None)
             devices = [first.device if first is not None else resolve_device(None)]
@@ -463,7 +472,13 @@ class Learner:
         async with receive:
             async for record in receive:
                 pairs = list(zip(record.outputs, record.targets))
-                host = await _read_all([t for pair in pairs for t in pair] + [record.loss])
+                try:
+                    host = await _read_all([t for pair in pairs for t in pair] + [record.loss])
+                except KernelError:
+                    if self.on_bad_batch == "raise":
+                        raise
+                    self.bad_batches += 1
+                    continue
                 self._update(instances, loss_mean, host, pairs, [(None, record.items)])
                 timing["items"] += record.items
                 elapsed = time.perf_counter() - timing["start"]
