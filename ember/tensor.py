@@ -67,7 +67,7 @@ class Tensor:
             return self.shape
         from ember.ops._core import normalize_dim
 
-        return self.shape[normalize_dim("size", dim, self.ndim)]
+        return self.shape[normalize_dim("size", dim, self.shape)]
 
     def dim(self) -> int:
         return len(self.shape)
