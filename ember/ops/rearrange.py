@@ -13,7 +13,7 @@ import numpy as np
 
 from ember.errors import ShapeError
 from ember.ops._core import call, normalize_dim, normalize_dims
-from ember.ops.creation import arange, tensor, zeros
+from ember.ops.creation import arange, full, tensor, zeros
 from ember.ops.elementwise import where
 from ember.ops.indexing import index_select
 from ember.ops.shape import cat, expand, permute, reshape
@@ -83,6 +83,18 @@ def clone(x: Tensor) -> Tensor:
     gradients flow through it."""
     _check_tensor("clone", x)
     return call("alias", (x,), x.shape, x.dtype)
+
+
+def filled(x: Tensor, value: Any) -> Tensor:
+    """A tensor of ``x``'s shape, dtype and device holding ``value`` (a scalar, or a tensor
+    broadcast to the shape and moved to the device): ``fill_`` and ``copy_``'s new value."""
+    if not isinstance(value, Tensor):
+        return full(x.shape, value, dtype=x.dtype, device=x.device.inner)
+    if value.device.name != x.device.name:
+        value = value.to(x.device.inner)
+    if value.dtype != x.dtype:
+        value = value.astype(x.dtype)
+    return value if value.shape == x.shape else expand(value, x.shape)
 
 
 def _band(op: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
