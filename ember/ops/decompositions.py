@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable, not_differentiable
+from ember.autodiff.rules import differentiable
 from ember.errors import DeviceError, DTypeError, EmberError, ShapeError
 from ember.ops._core import broadcast_shapes, call, multi_call, same_device
 from ember.ops.creation import eye, zeros
@@ -163,9 +163,6 @@ def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803
 
 
 # ----- gradients -------------------------------------------------------------------------
-
-not_differentiable("linalg_qr")
-
 
 @differentiable("linalg_inv", inputs=False, output=True, compute_bound=True)
 def _inv_backward(ctx: Any, grad: Tensor) -> tuple:

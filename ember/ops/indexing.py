@@ -30,6 +30,7 @@ import numpy as np
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable
 from ember.errors import DimError, DTypeError, ShapeError
+from ember.ops.advanced_indexing import getitem_multi, index_put_multi, is_multi_index
 from ember.ops._core import broadcast_shapes, call, normalize_dim, same_device
 from ember.ops.creation import tensor as _tensor
 from ember.ops.creation import zeros
@@ -213,6 +214,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         >>> em.arange(12).reshape(3, 4)[1:, em.tensor([0, 3])].tolist()
         [[4, 7], [8, 11]]
     """
+    if is_multi_index(key):
+        return getitem_multi(x, key)
     items = _key_items("getitem", x, key)
     counts = _counts("getitem", x, items)
     for pos, item in enumerate(items):
@@ -263,6 +266,8 @@ def index_put(x: Tensor, key: Any, value: Tensor | bool | int | float) -> Tensor
         >>> em.zeros(3).index_put(em.tensor([0, 2]), 1.0).tolist()
         [1.0, 0.0, 1.0]
     """
+    if is_multi_index(key):
+        return index_put_multi(x, key, value)
     _check_tensor("index_put", x)
     items = _key_items("index_put", x, key)
     items = [_tensor(i, device=x.device) if isinstance(i, np.ndarray) else i for i in items]
