@@ -206,9 +206,9 @@ def normalize_dim(op: str, dim: int, ndim: int | tuple[int, ...]) -> int:
         ndim = len(shape)
     bound = max(ndim, 1)
     if not -bound <= dim < bound:
-        what = f"shape {shape}" if shape is not None else f"{ndim} dims"
-        raise DimError(f"{op}: dim {dim} is out of range for a tensor of {what} "
-                       f"(expected a dim in [{-bound}, {bound - 1}])")
+        of_shape = f" (shape {shape})" if shape is not None else ""
+        raise DimError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims"
+                       f"{of_shape} (expected a dim in [{-bound}, {bound - 1}])")
     return dim + bound if dim < 0 else dim
 
 
