@@ -45,6 +45,10 @@ from ember.runtime import graphed, list_actors, run, stats, sync, sync_async, tr
 from ember.tensor import Tensor
 from ember.nn.config import Config
 from ember import nn, optim, train  # after Tensor: they build on it
+from ember import linalg
+from ember.autodiff.grad_mode import enable_grad, is_grad_enabled, no_grad
+from ember.ops.creation_extra import empty, normal
+from ember.ops.functions import FUNCTIONS as _FUNCTIONS
 
 
 __all__ = [
@@ -62,4 +66,11 @@ __all__ = [
     "get_float32_matmul_precision", "set_float32_matmul_precision",
     "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",
+    "linalg", "no_grad", "enable_grad", "is_grad_enabled", "empty", "normal",
+    "float", "double", "half", "long", "int",
 ]
+
+# torch's dtype aliases, and em.NAME(t, ...) for the tensor ops (ops/functions.py's table);
+# set last: several shadow builtins (sum, abs, max, float ...) in this module only.
+globals().update(_FUNCTIONS, float=float32, double=float64, half=float16, long=int64, int=int32)
+__all__ += sorted(_FUNCTIONS)

@@ -11,16 +11,26 @@ class EmberError(Exception):
     """Base class of every error ember raises."""
 
 
-class ShapeError(EmberError, ValueError):
-    """Shapes that do not fit the op: raised on the caller's line."""
+class ShapeError(EmberError, ValueError, RuntimeError):
+    """Shapes that do not fit the op: raised on the caller's line.
+
+    Also a ``RuntimeError``, which is what PyTorch raises for a shape mismatch.
+    """
 
 
 class DeviceError(EmberError, ValueError):
     """Tensors on different devices, or a device that is not available."""
 
 
-class DTypeError(EmberError, TypeError):
-    """A dtype the op does not support, or dtypes that do not combine."""
+class DTypeError(EmberError, TypeError, RuntimeError):
+    """A dtype the op does not support, or dtypes that do not combine.
+
+    Also a ``RuntimeError``, which is what PyTorch raises for a dtype mismatch.
+    """
+
+
+class DimError(EmberError, IndexError):
+    """A dim out of range for the tensor's shape (PyTorch raises ``IndexError`` too)."""
 
 
 class KernelError(EmberError, RuntimeError):

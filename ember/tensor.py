@@ -67,7 +67,7 @@ class Tensor:
             return self.shape
         from ember.ops._core import normalize_dim
 
-        return self.shape[normalize_dim("size", dim, self.ndim)]
+        return self.shape[normalize_dim("size", dim, self.shape)]
 
     def dim(self) -> int:
         return len(self.shape)
@@ -106,6 +106,14 @@ class Tensor:
         if self._node is None:
             self._node = leaf(self)
         return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """PyTorch's name for ``require_grad()`` (``requires_grad=False`` is refused: a
+        tracked leaf stays tracked; use ``.detach()``)."""
+        if not requires_grad:
+            raise EmberError("requires_grad_(False): tracking cannot be switched off in place; "
+                             "help: use t.detach()")
+        return self.require_grad()
 
     def backward(self, grad: Tensor | None = None) -> Any:
         """Gradients of this tensor with respect to every tracked leaf it depends on.
@@ -261,13 +269,33 @@ class Tensor:
     def isnan(self): return _ew.unary("isnan", self)
     def isinf(self): return _ew.unary("isinf", self)
     def clamp(self, min=None, max=None): return _ew.clamp(self, min, max)
+    def clip(self, min=None, max=None): return _ew.clamp(self, min, max)
+    def trunc(self): return _more.trunc(self)
+    def fmod(self, other): return _more.fmod(self, other)
+    def div(self, other, rounding_mode=None): return _more.div(self, other, rounding_mode)
+    def isfinite(self): return _more.isfinite(self)
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False): return _more.isclose(self, other, rtol, atol, equal_nan)
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False): return _data.allclose(self, other, rtol, atol, equal_nan)
+    def logical_not(self): return _more.logical_not(self)
+    def logical_and(self, other): return _more.logical_and(self, other)
+    def logical_or(self, other): return _more.logical_or(self, other)
+    def logical_xor(self, other): return _more.logical_xor(self, other)
+    def lerp(self, end, weight): return _more.lerp(self, end, weight)
+    def tan(self): return _more.tan(self)
+    def log2(self): return _more.log2(self)
+    def log10(self): return _more.log10(self)
+    def exp2(self): return _more.exp2(self)
+    def expm1(self): return _more.expm1(self)
+    def square(self): return _more.square(self)
+    def softmax(self, dim): return _more.softmax(self, dim)
+    def log_softmax(self, dim): return _more.log_softmax(self, dim)
     def pow(self, exponent): return _ew.binary("pow", self, exponent)
     def maximum(self, other): return _ew.binary("maximum", self, other)
     def minimum(self, other): return _ew.binary("minimum", self, other)
 
     # ----- reductions ----------------------------------------------------------------
 
-    def sum(self, dim=None, keepdim=False): return _red.reduce("sum", self, dim, keepdim)
+    def sum(self, dim=None, keepdim=False, *, dtype=None): return _more.sum(self, dim, keepdim, dtype=dtype)
     def mean(self, dim=None, keepdim=False): return _red.reduce("mean", self, dim, keepdim)
     def prod(self, dim=None, keepdim=False): return _red.reduce("prod", self, dim, keepdim)
     def max(self, dim=None, keepdim=False): return _red.reduce("max", self, dim, keepdim)
@@ -283,6 +311,9 @@ class Tensor:
     def sort(self, dim=-1, descending=False): return _sort.sort(self, dim, descending)
     def argsort(self, dim=-1, descending=False): return _sort.argsort(self, dim, descending)
     def topk(self, k, dim=-1, largest=True, sorted=True): return _sort.topk(self, k, dim, largest, sorted)
+    def norm(self, p=2, dim=None, keepdim=False): return _more.norm(self, p, dim, keepdim)
+    def std_mean(self, dim=None, *, correction=1, keepdim=False): return _more.std_mean(self, dim, correction=correction, keepdim=keepdim)
+    def var_mean(self, dim=None, *, correction=1, keepdim=False): return _more.var_mean(self, dim, correction=correction, keepdim=keepdim)
 
     # ----- linear algebra and shape --------------------------------------------------
 
@@ -302,19 +333,58 @@ class Tensor:
     def repeat(self, *sizes): return _shape.repeat(self, sizes)
     def chunk(self, chunks, dim=0): return _shape.chunk(self, chunks, dim)
     def split(self, split_size_or_sections, dim=0): return _shape.split(self, split_size_or_sections, dim)
+    def flip(self, dims): return _rearrange.flip(self, dims)
+    def roll(self, shifts, dims=None): return _rearrange.roll(self, shifts, dims)
+    def clone(self): return _rearrange.clone(self)
+    def tril(self, diagonal=0): return _rearrange.tril(self, diagonal)
+    def triu(self, diagonal=0): return _rearrange.triu(self, diagonal)
+    def diag(self, diagonal=0): return _rearrange.diag(self, diagonal)
+    def diagonal(self, offset=0, dim1=0, dim2=1): return _rearrange.diagonal(self, offset, dim1, dim2)
+    def repeat_interleave(self, repeats, dim=None): return _rearrange.repeat_interleave(self, repeats, dim)
+    @property
+    def mT(self): return _shape.transpose(self, -2, -1)
 
     # ----- indexing ------------------------------------------------------------------
 
     def __getitem__(self, key): return _idx.getitem(self, key)
 
-    def __setitem__(self, key, value):
-        raise TypeError("ember tensors are immutable; use t = t.index_put(key, value)")
+    def __setitem__(self, key, value): self._rebind(_idx.index_put(self, key, value))
 
     def gather(self, dim, index): return _idx.gather(self, dim, index)
     def scatter_add(self, dim, index, src): return _idx.scatter_add(self, dim, index, src)
     def index_select(self, dim, index): return _idx.index_select(self, dim, index)
     def masked_fill(self, mask, value): return _idx.masked_fill(self, mask, value)
     def index_put(self, key, value): return _idx.index_put(self, key, value)
+    def masked_select(self, mask): return _data.masked_select(self, mask)
+    def nonzero(self, *, as_tuple=False): return _data.nonzero(self, as_tuple=as_tuple)
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None): return _data.unique(self, sorted, return_inverse, return_counts, dim)
+
+    # ----- rebinding updates: the handle takes the new value; other handles keep the old --
+
+    def _rebind(self, value: Tensor) -> Tensor:
+        """Make this handle name ``value``'s data (and ``value`` the old data, which its
+        finalizer then drops): tensors stay immutable values; only this handle moves."""
+        if value.shape != self.shape:
+            from ember.errors import ShapeError
+
+            raise ShapeError(f"in-place update: the result of shape {value.shape} does not fit "
+                             f"the tensor of shape {self.shape}")
+        if value.dtype != self.dtype:
+            value = _conv.astype(value, self.dtype)
+        for slot in ("_id", "device", "_host", "_node"):
+            mine = getattr(self, slot)
+            setattr(self, slot, getattr(value, slot))
+            setattr(value, slot, mine)
+        return self
+
+    def add_(self, other, *, alpha=1): return self._rebind(self + (other if alpha == 1 else other * alpha))
+    def sub_(self, other, *, alpha=1): return self._rebind(self - (other if alpha == 1 else other * alpha))
+    def mul_(self, other): return self._rebind(self * other)
+    def div_(self, other, *, rounding_mode=None): return self._rebind(_more.div(self, other, rounding_mode))
+    def clamp_(self, min=None, max=None): return self._rebind(_ew.clamp(self, min, max))
+    def fill_(self, value): return self._rebind(_rearrange.filled(self, value))
+    def zero_(self): return self._rebind(_creation.zeros_like(self))
+    def copy_(self, src): return self._rebind(_rearrange.filled(self, src))
 
     # ----- conversion ----------------------------------------------------------------
 
@@ -340,6 +410,10 @@ def _refuse_inside_trio(what: str) -> None:
 
 # Imported last: the op modules build Tensors.
 from ember.ops import conversion as _conv  # noqa: E402
+from ember.ops import creation as _creation  # noqa: E402
+from ember.ops import data_dependent as _data  # noqa: E402
+from ember.ops import more_math as _more  # noqa: E402
+from ember.ops import rearrange as _rearrange  # noqa: E402
 from ember.ops import elementwise as _ew  # noqa: E402
 from ember.ops import indexing as _idx  # noqa: E402
 from ember.ops import linalg as _linalg  # noqa: E402

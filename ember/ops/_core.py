@@ -15,7 +15,7 @@ from ember import dtype as _dtype
 from ember.autodiff.graph import record
 from ember.device import Device, default_device
 from ember.dtype import DType
-from ember.errors import DeviceError, ShapeError
+from ember.errors import DeviceError, DimError, ShapeError
 from ember.ir import Call, MultiCall
 from ember.ops.memory import CHECKED_FROM, check_fits
 
@@ -191,26 +191,39 @@ def resolve_dtype(dtype: Any, default: DType) -> DType:
     return default if dtype is None else _dtype.as_dtype(dtype)
 
 
-def normalize_dim(op: str, dim: int, ndim: int) -> int:
-    """A dim in ``[-ndim, ndim)`` as a non-negative index (0-d tensors accept 0 and -1)."""
+def normalize_dim(op: str, dim: int, ndim: int | tuple[int, ...]) -> int:
+    """A dim in ``[-ndim, ndim)`` as a non-negative index (0-d tensors accept 0 and -1).
+
+    ``ndim`` may be the tensor's shape, which the error then names.
+
+    Raises:
+        DimError: (an ``IndexError``) the dim is out of range.
+    """
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    shape = ndim if isinstance(ndim, tuple) else None
+    if shape is not None:
+        ndim = len(shape)
     bound = max(ndim, 1)
     if not -bound <= dim < bound:
-        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims "
-                         f"(expected a dim in [{-bound}, {bound - 1}])")
+        of_shape = f" (shape {shape})" if shape is not None else ""
+        raise DimError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims"
+                       f"{of_shape} (expected a dim in [{-bound}, {bound - 1}])")
     return dim + bound if dim < 0 else dim
 
 
-def normalize_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...]:
+def normalize_dims(op: str, dims: Any, ndim: int | tuple[int, ...]) -> tuple[int, ...]:
     """``None`` → every dim; an int or a tuple → sorted unique non-negative dims."""
+    shape = ndim
+    if isinstance(ndim, tuple):
+        ndim = len(ndim)
     if dims is None:
         return tuple(range(ndim))
     if isinstance(dims, int):
         dims = (dims,)
     out = []
     for d in dims:
-        d = normalize_dim(op, d, ndim)
+        d = normalize_dim(op, d, shape)
         if d in out:
             raise ShapeError(f"{op}: dim {d} appears more than once in {tuple(dims)}")
         out.append(d)

@@ -29,7 +29,8 @@ import numpy as np
 
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable
-from ember.errors import DTypeError, ShapeError
+from ember.errors import DimError, DTypeError, ShapeError
+from ember.ops.advanced_indexing import getitem_multi, index_put_multi, is_multi_index
 from ember.ops._core import broadcast_shapes, call, normalize_dim, same_device
 from ember.ops.creation import tensor as _tensor
 from ember.ops.creation import zeros
@@ -213,6 +214,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         >>> em.arange(12).reshape(3, 4)[1:, em.tensor([0, 3])].tolist()
         [[4, 7], [8, 11]]
     """
+    if is_multi_index(key):
+        return getitem_multi(x, key)
     items = _key_items("getitem", x, key)
     counts = _counts("getitem", x, items)
     for pos, item in enumerate(items):
@@ -263,6 +266,8 @@ def index_put(x: Tensor, key: Any, value: Tensor | bool | int | float) -> Tensor
         >>> em.zeros(3).index_put(em.tensor([0, 2]), 1.0).tolist()
         [1.0, 0.0, 1.0]
     """
+    if is_multi_index(key):
+        return index_put_multi(x, key, value)
     _check_tensor("index_put", x)
     items = _key_items("index_put", x, key)
     items = [_tensor(i, device=x.device) if isinstance(i, np.ndarray) else i for i in items]
@@ -315,7 +320,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_tensor("gather", x)
     _check_index_dtype("gather", index)
     same_device("gather", (x, index))
-    d = normalize_dim("gather", dim, x.ndim)
+    d = normalize_dim("gather", dim, x.shape)
     xs, idx = _dims(x.shape), _dims(index.shape)
     if len(idx) != len(xs):
         raise ShapeError(f"gather: index of shape {index.shape} needs as many dims as the input "
@@ -353,7 +358,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     if src.dtype is not x.dtype:
         raise DTypeError(f"scatter_add: src has dtype {src.dtype.name} but the input has "
                          f"{x.dtype.name}; help: convert with src.to(em.{x.dtype.name})")
-    d = normalize_dim("scatter_add", dim, x.ndim)
+    d = normalize_dim("scatter_add", dim, x.shape)
     xs, idx, ss = _dims(x.shape), _dims(index.shape), _dims(src.shape)
     shapes = f"input {x.shape}, index {index.shape}, src {src.shape}"
     if not len(xs) == len(idx) == len(ss):
@@ -385,9 +390,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_index_dtype("index_select", index)
     same_device("index_select", (x, index))
     if type(dim) is int and x.ndim and not -x.ndim <= dim < x.ndim:
-        raise IndexError(f"index_select: dim {dim} is out of range for x of shape {x.shape} "
+        raise DimError(f"index_select: dim {dim} is out of range for x of shape {x.shape} "
                          f"(expected a dim in [{-x.ndim}, {x.ndim - 1}])")
-    d = normalize_dim("index_select", dim, x.ndim)
+    d = normalize_dim("index_select", dim, x.shape)
     if index.ndim > 1:
         raise ShapeError(f"index_select: the index must be 1-D, got shape {index.shape}")
     count = math.prod(index.shape)

@@ -55,7 +55,7 @@ def _reduced_dims(op: str, x: Tensor, dim: Dims) -> tuple[int, ...]:
     elif dim is not None and not isinstance(dim, int):
         raise TypeError(f"{op}: dim must be an int, a tuple of ints or None, "
                         f"got {type(dim).__name__}")
-    dims = normalize_dims(op, dim, x.ndim)
+    dims = normalize_dims(op, dim, x.shape)
     if op in _NEED_ELEMENTS:
         _check_not_empty(op, x, dims)
     return dims
@@ -180,7 +180,7 @@ def arg_reduce(op: str, x: Tensor, dim: int | None = None, keepdim: bool = False
         dims = tuple(range(x.ndim))
         axis = None
     else:
-        d = normalize_dim(op, dim, x.ndim)
+        d = normalize_dim(op, dim, x.shape)
         # A 0-d tensor's one element is index 0 of its flattening.
         dims, axis = ((d,), d) if x.ndim else ((), None)
     _check_not_empty(op, x, dims)
@@ -205,7 +205,7 @@ def cumsum(x: Tensor, dim: int) -> Tensor:
         >>> em.tensor([1, 2, 3]).cumsum(0).tolist()
         [1, 3, 6]
     """
-    axis = normalize_dim("cumsum", dim, x.ndim)
+    axis = normalize_dim("cumsum", dim, x.shape)
     return call("cumsum", (x,), x.shape, rules.widen_integers("cumsum", x.dtype), (axis,))
 
 

@@ -103,8 +103,8 @@ def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
         (2, 12)
     """
     _check_tensor("flatten", x)
-    first = normalize_dim("flatten", start, x.ndim)
-    last = normalize_dim("flatten", end, x.ndim)
+    first = normalize_dim("flatten", start, x.shape)
+    last = normalize_dim("flatten", end, x.shape)
     if first > last:
         raise ShapeError(f"flatten: start dim {start} comes after end dim {end} for a tensor of "
                          f"shape {x.shape}")
@@ -120,7 +120,7 @@ def squeeze(x: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         (3, 1)
     """
     _check_tensor("squeeze", x)
-    dims = normalize_dims("squeeze", dim, x.ndim)
+    dims = normalize_dims("squeeze", dim, x.shape)
     shape = tuple(s for d, s in enumerate(x.shape) if not (s == 1 and d in dims))
     return call("reshape", (x,), shape, x.dtype)
 
@@ -160,7 +160,7 @@ def permute(x: Tensor, dims: Sequence[Any]) -> Tensor:
     if len(raw) != x.ndim:
         raise ShapeError(f"permute: got {len(raw)} dims {raw} for a tensor of shape {x.shape} "
                          f"({x.ndim} dims)")
-    order = tuple(normalize_dim("permute", d, x.ndim) for d in raw)
+    order = tuple(normalize_dim("permute", d, x.shape) for d in raw)
     if len(set(order)) != len(order):
         raise ShapeError(f"permute: dims {raw} repeat a dim; expected a permutation of "
                          f"{tuple(range(x.ndim))} for a tensor of shape {x.shape}")
@@ -179,8 +179,8 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
         (4, 3, 2)
     """
     _check_tensor("transpose", x)
-    a = normalize_dim("transpose", dim0, x.ndim)
-    b = normalize_dim("transpose", dim1, x.ndim)
+    a = normalize_dim("transpose", dim0, x.shape)
+    b = normalize_dim("transpose", dim1, x.shape)
     order = list(range(x.ndim))
     if x.ndim:
         order[a], order[b] = order[b], order[a]
@@ -286,7 +286,7 @@ def _split_dim(op: str, x: Tensor, dim: int) -> int:
     _check_tensor(op, x)
     if x.ndim == 0:
         raise ShapeError(f"{op}: needs a tensor of at least 1 dim, got shape ()")
-    return normalize_dim(op, dim, x.ndim)
+    return normalize_dim(op, dim, x.shape)
 
 
 def split(x: Tensor, split_size_or_sections: int | Sequence[int],

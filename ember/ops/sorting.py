@@ -38,7 +38,7 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Te
         >>> values.tolist(), indices.tolist()
         ([1, 2, 3], [1, 2, 0])
     """
-    axis = normalize_dim("sort", dim, x.ndim)
+    axis = normalize_dim("sort", dim, x.shape)
     return multi_call("sort", (x,), (x.shape, x.shape), (x.dtype, _dtype.int64),
                       (axis, bool(descending)))
 
@@ -59,7 +59,7 @@ def argsort(x: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
         >>> em.tensor([3, 1, 2]).argsort(descending=True).tolist()
         [0, 2, 1]
     """
-    axis = normalize_dim("argsort", dim, x.ndim)
+    axis = normalize_dim("argsort", dim, x.shape)
     return call("argsort", (x,), x.shape, _dtype.int64, (axis, bool(descending)))
 
 
@@ -92,7 +92,7 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True,
         >>> values.tolist(), indices.tolist()
         ([5, 5], [1, 3])
     """
-    axis = normalize_dim("topk", dim, x.ndim)
+    axis = normalize_dim("topk", dim, x.shape)
     if isinstance(k, bool) or not hasattr(k, "__index__"):
         raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
     k = operator.index(k)

@@ -34,8 +34,8 @@ def test_slice_steps_must_be_positive() -> None:
 
 def test_bad_key_items() -> None:
     x = em.zeros(3, 4)
-    with pytest.raises(IndexError, match="getitem: only one tensor"):
-        x[em.tensor([0]), em.tensor([1])]
+    with pytest.raises(em.ShapeError, match="getitem: incompatible shapes"):
+        x[em.tensor([0, 1]), em.tensor([1, 2, 3])]  # several index tensors must broadcast
     with pytest.raises(IndexError, match="getitem: an index can only have a single ellipsis"):
         x[..., ...]
     with pytest.raises(IndexError, match="getitem: nested lists are not supported"):
@@ -92,10 +92,13 @@ def test_index_put_value_does_not_fit() -> None:
         em.zeros(2).index_put(0, [1.0])
 
 
-def test_setitem_points_to_index_put() -> None:
+def test_setitem_rebinds_and_checks_like_index_put() -> None:
     x = em.zeros(3)
-    with pytest.raises(TypeError, match="index_put"):
-        x[0] = 1.0
+    old = x * 1
+    x[0] = 1.0  # second wave: the handle takes the updated value
+    assert x.tolist() == [1.0, 0.0, 0.0] and old.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(em.ShapeError, match="index_put"):
+        x[0:2] = em.ones(3)
 
 
 def test_gather_errors() -> None:

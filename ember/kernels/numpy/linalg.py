@@ -50,3 +50,57 @@ def _matmul(msg, pool, a, b):
     if b.dtype != out_dtype:
         b = b.astype(out_dtype)
     return _product(a, b, pool.empty(msg.shape, out_dtype))
+
+
+# ----- decompositions and solves (float32 / float64; batched over leading dims) ----------
+#
+# Written against the array module of the input, so the CUDA table runs them on CuPy
+# (cuSOLVER) unchanged. A singular or non-positive-definite matrix raises LinAlgError on
+# the worker, which the read reports as a KernelError naming the op.
+
+
+def _typed(msg_dtype: str, *arrays):
+    out = NP[msg_dtype]
+    return tuple(a.astype(out, copy=False) for a in arrays)
+
+
+@kernel("linalg_inv")
+def _inv(msg, pool, a):
+    return _typed(msg.dtype, namespace(a).linalg.inv(a))[0]
+
+
+@kernel("linalg_solve")
+def _solve(msg, pool, a, b):
+    return _typed(msg.dtype, namespace(a).linalg.solve(a, b))[0]
+
+
+@kernel("linalg_det")
+def _det(msg, pool, a):
+    xp = namespace(a)
+    if a.shape[-1] == 0:  # the empty product
+        return xp.ones(a.shape[:-2], NP[msg.dtype])
+    return xp.asarray(_typed(msg.dtype, xp.linalg.det(a))[0])
+
+
+@kernel("linalg_cholesky")
+def _cholesky(msg, pool, a):
+    return _typed(msg.dtype, namespace(a).linalg.cholesky(a))[0]
+
+
+@kernel("linalg_qr")
+def _qr(msg, pool, a):
+    q, r = namespace(a).linalg.qr(a, mode="reduced")
+    return _typed(msg.dtypes[0], q, r)
+
+
+@kernel("linalg_svd")
+def _svd(msg, pool, a):
+    (full_matrices,) = msg.attrs
+    u, s, vh = namespace(a).linalg.svd(a, full_matrices=full_matrices)
+    return _typed(msg.dtypes[0], u, s, vh)
+
+
+@kernel("linalg_eigh")
+def _eigh(msg, pool, a):
+    values, vectors = namespace(a).linalg.eigh(a, UPLO="L")
+    return _typed(msg.dtypes[0], values, vectors)

@@ -50,6 +50,8 @@ def available_indices() -> list[int]:
 
 class WgpuBackend:
     name = "wgpu"
+    # Published so that an op without a kernel here fails at the call (ops/decompositions.py).
+    kernels = KERNELS
 
     def __init__(self, index: int) -> None:
         self.index = index

@@ -1,0 +1,85 @@
+"""The top-level functions ``em.NAME(t, ...)``, as ``torch.NAME``: one table, generated.
+
+Most forward to the tensor method of the same name (``em.exp(t)`` is ``t.exp()``); the rest
+are functions of their own (``einsum``, ``meshgrid``) or operators by name (``em.add``).
+``ember/__init__.py`` exports every entry of ``FUNCTIONS``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from ember.ops import decompositions, einsum, more_math, rearrange
+from ember.tensor import Tensor
+
+# Tensor methods that are also top-level functions, torch's list for each family.
+METHODS = """
+abs neg sign floor ceil round trunc exp exp2 expm1 log log1p log2 log10 sqrt rsqrt square
+sin cos tan tanh sigmoid relu erf reciprocal isnan isinf isfinite clamp clip pow maximum
+minimum fmod lerp logical_not logical_and logical_or logical_xor isclose allclose
+sum mean prod max min var std argmax argmin any all logsumexp cumsum sort argsort topk norm
+std_mean var_mean
+reshape flatten squeeze unsqueeze permute transpose chunk split flip roll clone tril triu
+diag diagonal repeat_interleave gather scatter_add index_select masked_fill masked_select
+matmul softmax log_softmax nonzero unique
+""".split()
+
+
+def _forward(name: str, attribute: str | None = None) -> Callable[..., Any]:
+    """``em.name(input, ...)`` as ``input.attribute(...)`` (``attribute`` defaults to ``name``;
+    a property is read, not called)."""
+    attribute = attribute or name
+    method = getattr(Tensor, attribute)
+
+    def function(input: Tensor, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 (torch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: expected a tensor as the first argument, got "
+                            f"{type(input).__name__}; help: wrap it with em.tensor(...)")
+        found = getattr(input, attribute)
+        return found if isinstance(method, property) else found(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__ or f"``input.{attribute}(...)``."
+    return function
+
+
+def _scaled(op: Callable[[Any, Any], Any], name: str) -> Callable[..., Any]:
+    def function(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002
+        return op(input, other if alpha == 1 else other * alpha)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``input {name} alpha * other``, as ``torch.{name}``."
+    return function
+
+
+def _operator(op: Callable[[Any, Any], Any], name: str) -> Callable[..., Any]:
+    def function(input: Any, other: Any) -> Any:  # noqa: A002
+        return op(input, other)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``{op.__name__}(input, other)``, as ``torch.{name}``."
+    return function
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {name: _forward(name) for name in METHODS}
+FUNCTIONS.update({
+    "add": _scaled(operator.add, "add"),
+    "sub": _scaled(operator.sub, "sub"),
+    "subtract": _scaled(operator.sub, "subtract"),
+    "mul": _operator(operator.mul, "mul"),
+    "multiply": _operator(operator.mul, "multiply"),
+    "true_divide": _operator(operator.truediv, "true_divide"),
+    "floor_divide": _operator(operator.floordiv, "floor_divide"),
+    "remainder": _operator(operator.mod, "remainder"),
+    "eq": _operator(operator.eq, "eq"), "ne": _operator(operator.ne, "ne"),
+    "lt": _operator(operator.lt, "lt"), "le": _operator(operator.le, "le"),
+    "gt": _operator(operator.gt, "gt"), "ge": _operator(operator.ge, "ge"),
+    "div": more_math.div,
+    "einsum": einsum.einsum,
+    "meshgrid": rearrange.meshgrid,
+    "det": decompositions.det,
+    "inverse": decompositions.inv,
+    "t": _forward("t", "T"),
+})
