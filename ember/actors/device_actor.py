@@ -2,10 +2,10 @@
 
 Callers append IR messages to the actor's mailbox and return at once. Whoever holds the
 actor's *turn* drains the mailbox in order and runs what it took through the executor
-(``executor.py``): the worker thread, or a reader that found the worker idle — a
-blocking read, a sync or an eager check runs what is queued itself instead of waking
-the worker and sleeping until it answers (a thread wake costs tens of microseconds), and
-a value already computed is read with no message at all. Awaits (trio) and readers that
+(``executor.py``): the worker thread, or a reader that found the worker idle with little
+queued — a blocking read, a sync or an eager check runs that small work itself instead of
+waking the worker and sleeping until it answers (a thread wake costs tens of
+microseconds), and a value already computed is read with no message at all. Awaits (trio) and readers that
 find the turn taken post a message and wait for the worker.
 
 Waking: on a backend a caller may run (``caller_context``), small ops do not wake the
@@ -61,6 +61,10 @@ _BATCH_OPS = 1024
 # An op whose output is at least this large wakes a lazily woken worker: its kernel
 # runs while the caller goes on (smaller ones cost less than the wake). A guess.
 _WAKE_BYTES = 1 << 18
+# A reader runs what is queued itself only while its outputs come to at most this many
+# bytes: small work, where a thread wake would cost more than the work. Larger work goes
+# to the worker, which keeps it off the caller's thread (a guess).
+_INLINE_BYTES = 1 << 20
 # Turns: a caller hands over what it queued once this many messages wait and one that
 # ends fusible runs arrives (a guess: a few hand-overs per training step).
 _TURN_MESSAGES = 64
@@ -333,7 +337,10 @@ class DeviceActor:
         executor = self.executor
         context = self._context_here()
         if context is not None:
-            if self._turn.acquire(False):
+            if executor.taints is None and executor.computed(tensor_id):
+                # Final whatever runs meanwhile: nothing queued needs to run first.
+                return executor.read(tensor_id)
+            if self._queued_bytes <= _INLINE_BYTES and self._turn.acquire(False):
                 try:
                     with context:
                         self._run_here()
@@ -341,9 +348,6 @@ class DeviceActor:
                 finally:
                     self._turn.release()
                 return value.result() if isinstance(value, Later) else value
-            if executor.taints is None and executor.computed(tensor_id):
-                # The worker runs another batch; this value is final meanwhile.
-                return executor.read(tensor_id)
         return self.wait(self.fetch(tensor_id))
 
     def check_now(self, tensor_id: int) -> None:
@@ -372,7 +376,8 @@ class DeviceActor:
         worker that died since the last sync (``raise_if_died``)."""
         self.raise_if_died()
         context = self._context_here()
-        if context is not None and self._turn.acquire(False):
+        if (context is not None and self._queued_bytes <= _INLINE_BYTES
+                and self._turn.acquire(False)):
             try:
                 with context:
                     self._run_here()
