@@ -125,7 +125,11 @@ def test_each_backend_implements_or_refuses_every_declared_op(backend):
     kernels, refused = table.KERNELS, table.REFUSED_OPS
     missing = sorted(op_kinds.DECLARED.keys() - kernels.keys())
     assert not missing, f"{backend} neither implements nor refuses declared ops {missing}"
-    assert not op_kinds.undeclared(kernels), f"{backend} has kernels for undeclared ops"
+    # (Other tests register kernels of their own, defined outside the package.)
+    own = [name for name, fn in kernels.items()
+           if getattr(fn, "__module__", "ember").startswith("ember.")]
+    assert len(own) > 90
+    assert not op_kinds.undeclared(own), f"{backend} has kernels for undeclared ops"
     assert not op_kinds.undeclared(refused)
     for name in op_kinds.DECLARED:
         stub = getattr(kernels[name], "refuses", False)

@@ -41,7 +41,7 @@ from typing import Any
 
 import msgspec
 
-from ember import op_kinds
+import ember.op_kinds as op_kinds
 from ember.dtype import storage_name
 from ember.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
                       Upload)
