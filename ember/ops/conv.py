@@ -20,8 +20,15 @@ from typing import Any
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable, not_differentiable
 from ember.errors import DTypeError, ShapeError
+from ember.op_kinds import OTHER, declare
+from ember.ops import dtype_rules as rules
 from ember.ops._core import call, same_device
 from ember.tensor import Tensor
+
+declare(OTHER, "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "conv_weight_grad",
+        "max_pool2d", "max_pool2d_indices", "max_pool2d_backward", "avg_pool2d",
+        "avg_pool2d_backward", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward",
+        dtype_rule=rules.keep)
 
 # ----- arguments ----------------------------------------------------------------------------
 

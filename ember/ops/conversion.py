@@ -13,8 +13,14 @@ from ember.autodiff.rules import differentiable
 from ember.device import Device
 from ember.errors import DeviceError, DTypeError
 from ember.ir import Receive
+from ember.op_kinds import ELEMENTWISE, declare
+from ember.ops import dtype_rules as rules
 from ember.ops._core import call, make, next_id, resolve_device, user_site
 from ember.tensor import Tensor, _refuse_inside_trio
+
+# A cast or an alias (a move onto an autodiff twin) fuses like any elementwise op.
+declare(ELEMENTWISE, "cast")
+declare(ELEMENTWISE, "alias", dtype_rule=rules.keep)
 
 _DEVICE_KINDS = ("cpu", "cuda", "wgpu")
 

@@ -18,8 +18,11 @@ from ember import dtype as _dtype
 from ember.dtype import DType
 from ember.errors import DTypeError, ShapeError
 from ember.ir import Upload
+from ember.op_kinds import OTHER, declare
 from ember.ops._core import call, make, next_id, parse_shape, resolve_device, resolve_dtype, user_site
 from ember.tensor import Tensor
+
+declare(OTHER, "full", "arange", "linspace", "eye", "rand", "randn", "randint")
 
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _INT64 = np.iinfo(np.int64)

@@ -14,11 +14,15 @@ from typing import Any
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable
 from ember.errors import DeviceError, DTypeError, EmberError, ShapeError
+from ember.op_kinds import OTHER, declare
 from ember.ops._core import broadcast_shapes, call, multi_call, same_device
 from ember.ops.creation import eye, zeros
 from ember.ops.rearrange import tril
 from ember.ops.shape import expand, reshape, transpose
 from ember.tensor import Tensor
+
+declare(OTHER, "linalg_inv", "linalg_det", "linalg_solve", "linalg_cholesky", "linalg_qr",
+        "linalg_svd", "linalg_eigh")
 
 _FLOATS = (_dtype.float32, _dtype.float64)
 

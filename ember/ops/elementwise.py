@@ -24,6 +24,7 @@ from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable, not_differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError
+from ember.op_kinds import BOUNDS, BRANCHES, EITHER_SIDE, ELEMENTWISE, declare, declare_rules
 from ember.ops import dtype_rules as rules
 from ember.ops._core import broadcast_shapes, call, same_device
 from ember.tensor import Tensor
@@ -50,6 +51,13 @@ _UNARY_RULES = {
     "erf": rules.floating, "reciprocal": rules.floating,
     "isnan": rules.to_bool, "isinf": rules.to_bool, "bitwise_not": rules.integral,
 }
+
+# Every op of the tables above is elementwise (planner, backends: ember/op_kinds.py);
+# clamp's rule applies to the promoted dtype of x and its bounds, where's is the promotion.
+declare_rules(ELEMENTWISE, _BINARY_RULES, scalar=EITHER_SIDE)
+declare_rules(ELEMENTWISE, _UNARY_RULES)
+declare(ELEMENTWISE, "clamp", scalar=BOUNDS, dtype_rule=rules.numeric)
+declare(ELEMENTWISE, "where", scalar=BRANCHES)
 
 _SCALAR_TYPES = (bool, int, float)
 

@@ -30,6 +30,8 @@ import numpy as np
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable
 from ember.errors import DimError, DTypeError, ShapeError
+from ember.op_kinds import OTHER, declare
+from ember.ops import dtype_rules as rules
 from ember.ops.advanced_indexing import getitem_multi, index_put_multi, is_multi_index
 from ember.ops._core import broadcast_shapes, call, normalize_dim, same_device
 from ember.ops.creation import tensor as _tensor
@@ -37,6 +39,9 @@ from ember.ops.creation import zeros
 from ember.ops.elementwise import where
 from ember.ops.shape import reshape, sum_to
 from ember.tensor import Tensor
+
+declare(OTHER, "index", "index_put", "index_add", "index_select", "gather", "scatter_add",
+        "masked_fill", dtype_rule=rules.keep)
 
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 

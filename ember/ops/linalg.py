@@ -8,9 +8,12 @@ from ember import dtype as _dtype
 from ember import precision
 from ember.autodiff.rules import differentiable
 from ember.errors import DTypeError, ShapeError
+from ember.op_kinds import OTHER, declare
 from ember.ops._core import broadcast_shapes, call, same_device
 from ember.ops.shape import reshape
 from ember.tensor import Tensor
+
+declare(OTHER, "matmul")
 
 
 def _transposed_name(name: str, ndim: int) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable, not_differentiable
 from ember.errors import ShapeError
+from ember.op_kinds import OTHER, REDUCTION, declare, declare_rules
 from ember.ops import dtype_rules as rules
 from ember.ops._core import call, normalize_dim, normalize_dims
 from ember.tensor import Tensor
@@ -36,6 +37,14 @@ _RULES = {
     "logsumexp": rules.floating,
     "var": rules.floating_only, "std": rules.floating_only,
 }
+
+# Row groups hold reductions to a number; any / all (bool rows), the index reductions and
+# the running sum run as their own kernels (ember/op_kinds.py).
+_NOT_ROW_FUSED = frozenset({"any", "all"})
+declare_rules(REDUCTION, {op: rule for op, rule in _RULES.items() if op not in _NOT_ROW_FUSED})
+declare_rules(OTHER, {op: _RULES[op] for op in _NOT_ROW_FUSED})
+declare(OTHER, "argmax", "argmin")
+declare(OTHER, "cumsum", dtype_rule=rules.widen_integers)
 
 # Reductions without an identity: over no elements they have no value.
 _NEED_ELEMENTS = frozenset({"max", "min", "argmax", "argmin"})

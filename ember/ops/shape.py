@@ -22,8 +22,15 @@ from typing import Any
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable
 from ember.errors import ShapeError
+from ember.op_kinds import OTHER, VIEW, declare
+from ember.ops import dtype_rules as rules
 from ember.ops._core import call, multi_call, normalize_dim, normalize_dims, same_device
 from ember.tensor import Tensor
+
+# reshape / permute / expand are index maps the planner folds into groups (ember/op_kinds.py).
+declare(VIEW, "reshape", "permute", "expand", dtype_rule=rules.keep)
+declare(OTHER, "repeat", "split", dtype_rule=rules.keep)
+declare(OTHER, "cat")
 
 
 _JUST_INT = {int}

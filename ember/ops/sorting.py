@@ -13,8 +13,11 @@ from typing import Any
 from ember import dtype as _dtype
 from ember.autodiff.rules import differentiable, not_differentiable
 from ember.errors import ShapeError
+from ember.op_kinds import OTHER, declare
 from ember.ops._core import call, multi_call, normalize_dim
 from ember.tensor import Tensor
+
+declare(OTHER, "sort", "argsort", "topk")
 
 
 def sort(x: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:

@@ -35,8 +35,11 @@ from ember.errors import DTypeError, ShapeError
 from ember.kernels import multi_update
 from ember.kernels.multi_update import Program
 from ember.nn.param import Param
+from ember.op_kinds import OTHER, declare
 from ember.ops._core import multi_call, pinned_site, user_site
 from ember.tensor import Tensor
+
+declare(OTHER, multi_update.OP)
 
 
 class OptimizerStatistics(msgspec.Struct, frozen=True):

@@ -21,8 +21,12 @@ from ember.autodiff.engine import Gradients
 from ember.autodiff.graph import no_record
 from ember.device import Device
 from ember.nn.module import Module
+from ember.op_kinds import OTHER, declare
 from ember.ops._core import multi_call
 from ember.ops.creation import zeros
+
+# NCCL's collectives over CUDA devices; the other backends refuse them.
+declare(OTHER, "collective_all_reduce", "collective_broadcast")
 
 # Round ids shared by the ranks of one collective (every rank's call carries the same one).
 _rounds = itertools.count(1)

@@ -26,6 +26,7 @@ from ember.kernels.numpy import creation
 from ember.kernels.numpy.linalg import read_operands
 from ember.kernels.numpy.table import KERNELS as NUMPY_KERNELS
 from ember.kernels.numpy.table import NP
+from ember.kernels.registry import refuse
 from ember.precision import TF32_FROM_ENV
 
 KERNELS: dict[str, Callable[..., Any]] = dict(NUMPY_KERNELS)
@@ -58,6 +59,14 @@ def _float_function(fn: Callable) -> Callable:
 
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
+
+# Declared ops (ember/op_kinds.py) this backend does not run: op -> why. The collectives'
+# kernels replace these when CuPy finds NCCL (``CupyBackend.collectives``).
+REFUSED_OPS: dict[str, str] = {
+    "collective_all_reduce": "CuPy found no NCCL; help: install a CuPy built with NCCL",
+    "collective_broadcast": "CuPy found no NCCL; help: install a CuPy built with NCCL",
+}
+refuse(KERNELS, "CUDA", REFUSED_OPS)
 
 cuda_kernel(_multi_update.OP)(optimizer_update)
 cuda_kernel("erf")(_float_function(special.erf))

@@ -50,6 +50,9 @@ UNARY = {
 FLOAT_TESTS = {"isnan": "({x} != {x})", "isinf": "(fabsf({x}) == __int_as_float(0x7f800000))"}
 OPS = frozenset(BINARY) | frozenset(COMPARISON) | frozenset(LOGICAL) | frozenset(UNARY) \
     | frozenset(FLOAT_TESTS) | {"bitwise_not", "clamp", "where", "cast"}
+# Declared elementwise ops (ember/op_kinds.py) left to their unfused kernels: Python's sign
+# rules for floor division and remainder.
+UNRENDERED = frozenset({"floordiv", "remainder"})
 
 
 def scalar_arguments(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]]

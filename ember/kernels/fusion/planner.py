@@ -41,22 +41,18 @@ from typing import Any
 
 import msgspec
 
+import ember.op_kinds as op_kinds
 from ember.dtype import storage_name
 from ember.ir import (Call, Check, Drop, Fetch, MultiCall, Receive, ReplayStep, Send,
                       Upload)
 from ember.kernels.fusion.cexpr import attr_shape
 
-# Elementwise ops whose output has the broadcast shape of their inputs.
-ELEMENTWISE = frozenset({
-    "add", "sub", "mul", "div", "floordiv", "remainder", "pow", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "neg", "abs", "sign", "floor", "ceil", "round", "relu", "exp", "log", "log1p", "sqrt",
-    "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "erf",
-    "reciprocal", "isnan", "isinf", "bitwise_not", "clamp", "where", "cast", "alias",
-})
-# Reductions a row group can hold; attrs start with (dims, keepdim).
-REDUCTIONS = frozenset({"sum", "prod", "mean", "max", "min", "var", "std", "logsumexp"})
-VIEWS = frozenset({"reshape", "permute", "expand"})
+# The ops of each kind, as ``ember/ops/`` declares them (``ember/op_kinds.py``): live sets,
+# so ops a module declares after this import still fuse. Elementwise ops' outputs have the
+# broadcast shape of their inputs; reductions' attrs start with (dims, keepdim).
+ELEMENTWISE = op_kinds.OPS[op_kinds.ELEMENTWISE]
+REDUCTIONS = op_kinds.OPS[op_kinds.REDUCTION]
+VIEWS = op_kinds.OPS[op_kinds.VIEW]
 
 
 class FusedGroup(msgspec.Struct, frozen=True, gc=False):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember.dtype import NUMPY_BY_NAME
-from ember.kernels.registry import registrar
+from ember.kernels.registry import refuse, registrar
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
@@ -22,6 +22,15 @@ NP: dict[str, np.dtype] = NUMPY_BY_NAME
 
 
 kernel = registrar(KERNELS, "NumPy")
+
+# Declared ops (ember/op_kinds.py) this backend does not run: op -> why, with the fix.
+REFUSED_OPS: dict[str, str] = {
+    "collective_all_reduce": "collectives run over NCCL between CUDA devices; help: "
+                             "replicate onto em.cuda(i) devices",
+    "collective_broadcast": "collectives run over NCCL between CUDA devices; help: "
+                            "replicate onto em.cuda(i) devices",
+}
+refuse(KERNELS, "CPU", REFUSED_OPS)
 
 
 # Array type → the module that computes on it. Kernels written against this table's

@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from ember.errors import DeviceError
 from ember.kernels.fusion.planner import REDUCTIONS, FusionPlanner
 from ember.kernels.wgpu import elementwise, rows, strided
 from ember.kernels.wgpu.runtime import Runtime, adapters
-from ember.kernels.wgpu.table import KERNELS, STORAGE, WgpuArray, check_dtype, check_values
+from ember.kernels.wgpu.table import (KERNELS, REFUSED_OPS, STORAGE, WgpuArray, check_dtype,
+                                      check_values)
 
 # Kernel modules: importing one registers its kernels. Modules still being written
 # are skipped until their file exists, so the package works while it grows.
@@ -60,8 +62,12 @@ class WgpuBackend:
 
     def check_dtype(self, dtype: str, op: str, values: np.ndarray | None = None) -> None:
         """Raise ``DTypeError`` on the caller's thread when ``op`` makes a ``dtype`` this
-        adapter cannot hold, or uploads host ``values`` it cannot hold (int64 past int32)."""
+        adapter cannot hold, or uploads host ``values`` it cannot hold (int64 past int32);
+        ``DeviceError`` for an op this backend refuses."""
         check_dtype(dtype, op, self.rt.name, self.rt.has_f16)
+        if op in REFUSED_OPS:
+            raise DeviceError(f"{op}: not supported on wgpu devices ({self.rt.name}): "
+                              f"{REFUSED_OPS[op]}")
         if values is not None:
             check_values(values, op, self.rt.name)
 

@@ -29,11 +29,9 @@ from ember.kernels.fusion.planner import ELEMENTWISE
 from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.scalar_ops import expression, helpers_for
 from ember.kernels.wgpu.table import STORAGE, WgpuArray, check_dtype, kernel
+from ember.op_kinds import BOUNDS, BRANCHES, EITHER_SIDE, scalar_form
 
 _WORKGROUP = 256
-_BINARY_WITH_SCALAR = frozenset({
-    "add", "sub", "mul", "div", "floordiv", "remainder", "pow", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor"})
 _COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 _INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
 # The dtype a scalar param is read as, by the kind of dtype it converts to.
@@ -45,12 +43,13 @@ def split_scalars(member: Any) -> tuple[tuple, list[tuple[Any, str]]]:
     op, attrs = member.op, member.attrs
     if powers.lowered_exponent(member) is not None:
         return attrs, []  # the exponent is rendered into the shader (products, sqrt)
-    if op in _BINARY_WITH_SCALAR and len(attrs) == 3:
+    form = scalar_form(op)  # declared with the op (ember/op_kinds.py)
+    if form == EITHER_SIDE and len(attrs) == 3:
         compute, value, scalar_is_lhs = attrs
         target = compute if op in _COMPARISONS else member.dtype
         return (compute, None, scalar_is_lhs), [(value, target)]
-    if op in ("clamp", "where"):
-        return (tuple(v is None if op == "where" else v is not None for v in attrs),
+    if form == BOUNDS or form == BRANCHES:
+        return (tuple(v is None if form == BRANCHES else v is not None for v in attrs),
                 [(v, member.dtype) for v in attrs if v is not None])
     return attrs, []
 
@@ -165,9 +164,10 @@ def place_scalars(op: str, attrs: tuple, operands: list, scalars: list) -> list:
     """Operands in the op's order, with scalar params where the IR has scalars."""
     if not scalars:
         return operands
-    if op in _BINARY_WITH_SCALAR:
+    form = scalar_form(op)
+    if form == EITHER_SIDE:
         return [scalars[0], operands[0]] if attrs[2] else [operands[0], scalars[0]]
-    if op == "where":
+    if form == BRANCHES:
         cond, *tensors = operands
         tensor_iter, scalar_iter = iter(tensors), iter(scalars)
         return [cond] + [next(tensor_iter) if is_tensor else next(scalar_iter)

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import DTypeError
-from ember.kernels.registry import registrar
+from ember.kernels.registry import refuse, registrar
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
@@ -77,9 +77,21 @@ _REFUSED = {
     "float64": "WGSL has no 64-bit floats; help: convert with .float() first",
     "bfloat16": "WGSL has no bfloat16; help: use float16 or float32",
 }
+# Declared ops (ember/op_kinds.py) this backend does not run: op -> why, with the fix. The
+# backend's check_dtype refuses them on the caller's line, their kernels at run time.
+REFUSED_OPS: dict[str, str] = {
+    "collective_all_reduce": "collectives run over NCCL between CUDA devices; help: "
+                             "replicate onto em.cuda(i) devices",
+    "collective_broadcast": "collectives run over NCCL between CUDA devices; help: "
+                            "replicate onto em.cuda(i) devices",
+    **{op: "no matrix decompositions in WGSL; help: move the tensor to em.cpu() for this op"
+       for op in ("linalg_inv", "linalg_det", "linalg_solve", "linalg_cholesky", "linalg_qr",
+                  "linalg_svd", "linalg_eigh")},
+}
 
 
 kernel = registrar(KERNELS, "wgpu")
+refuse(KERNELS, "wgpu", REFUSED_OPS)
 
 
 def check_dtype(dtype: str, what: str, device: str, has_f16: bool) -> None:
