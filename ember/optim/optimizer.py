@@ -1,7 +1,7 @@
 """``Optimizer``: the thin stateful shell around a pure per-parameter update.
 
 An algorithm is two pure functions over one parameter (MLX's split):
-``init_single(param) -> state`` and ``apply_single(grad, param, state) ->
+``init_single(param, h) -> state`` and ``apply_single(grad, param, state, h) ->
 (new_param, new_state)``. They compute with ordinary ember ops, which return
 futures, so nothing waits. The shell keeps each parameter's state in a dict
 keyed by ``Param.id``, runs the update for every parameter that has a
