@@ -35,17 +35,16 @@ class Adagrad(Optimizer):
             initial_accumulator_value=initial_accumulator_value, eps=eps,
             maximize=bool(maximize)))
 
-    def state_keys(self) -> tuple[str, ...]:
+    def state_keys(self, h: dict[str, Any]) -> tuple[str, ...]:
         return ("step", "sum")
 
-    def init_single(self, param: Tensor) -> dict[str, Any]:
-        start = full(param.shape, self.hyperparams["initial_accumulator_value"],
+    def init_single(self, param: Tensor, h: dict[str, Any]) -> dict[str, Any]:
+        start = full(param.shape, h["initial_accumulator_value"],
                      dtype=param.dtype, device=param.device.inner)
         return {"step": 0, "sum": start}
 
-    def apply_single(self, grad: Tensor, param: Tensor,
-                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        h = self.hyperparams
+    def apply_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                     h: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
         step = state["step"] + 1
         if h["maximize"]:
             grad = -grad
@@ -56,8 +55,8 @@ class Adagrad(Optimizer):
         std = total.sqrt() + h["eps"]
         return param + (-clr * grad) / std, {"step": step, "sum": total}
 
-    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
-        h = self.hyperparams
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                    h: dict[str, Any]) -> UpdatePlan:
         step = state["step"] + 1
         clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
         program = _program(h["maximize"], h["weight_decay"] != 0)

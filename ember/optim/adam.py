@@ -54,7 +54,7 @@ class Adam(Optimizer):
         super().__init__(params, check_hyperparams(
             name, lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=bool(amsgrad),
             maximize=bool(maximize), capturable=bool(capturable)))
-        self._device_lrs: dict[tuple[str, str], tuple[float, Tensor]] = {}
+        self._device_lrs: dict[tuple[int, str, str], tuple[float, Tensor]] = {}
 
     @property
     def capturable(self) -> bool:
@@ -63,40 +63,40 @@ class Adam(Optimizer):
     def device_scalars(self) -> list[Tensor]:
         if not self.capturable:
             return []
-        found = {id(t): t for t in (self._device_lr(p.value) for p in self.params)}
+        found = {id(t): t for t in (self._device_lr(p.value, h)
+                                    for p, h in self._params_and_hyperparams())}
         return list(found.values())
 
-    def _device_lr(self, param: Tensor) -> Tensor:
-        """``lr`` as a 0-d tensor on ``param``'s device, in the step count's float: one
-        upload per device and value, read by every parameter's update."""
+    def _device_lr(self, param: Tensor, h: dict[str, Any]) -> Tensor:
+        """The group's ``lr`` as a 0-d tensor on ``param``'s device, in the step count's
+        float: one upload per group, device and value, read by every parameter's update."""
         dtype = _step_dtype(param)
-        key = (param.device.inner.name, dtype.name)
+        key = (id(h), param.device.inner.name, dtype.name)
         cached = self._device_lrs.get(key)
-        if cached is None or cached[0] != self.lr:
-            value = np.array(self.lr, dtype=dtype.name)
-            cached = self._device_lrs[key] = (self.lr, tensor(value, device=param.device.inner))
+        if cached is None or cached[0] != h["lr"]:
+            value = np.array(h["lr"], dtype=dtype.name)
+            cached = self._device_lrs[key] = (h["lr"], tensor(value, device=param.device.inner))
         return cached[1]
 
-    def state_keys(self) -> tuple[str, ...]:
+    def state_keys(self, h: dict[str, Any]) -> tuple[str, ...]:
         keys = ("step", "exp_avg", "exp_avg_sq")
-        return keys + ("max_exp_avg_sq",) if self.hyperparams["amsgrad"] else keys
+        return keys + ("max_exp_avg_sq",) if h["amsgrad"] else keys
 
-    def init_single(self, param: Tensor) -> dict[str, Any]:
+    def init_single(self, param: Tensor, h: dict[str, Any]) -> dict[str, Any]:
         def zero() -> Tensor:
             return zeros(param.shape, dtype=param.dtype, device=param.device.inner)
 
         state = {"step": 0, "exp_avg": zero(), "exp_avg_sq": zero()}
-        if self.hyperparams["amsgrad"]:
+        if h["amsgrad"]:
             state["max_exp_avg_sq"] = zero()
         return state
 
-    def apply_single(self, grad: Tensor, param: Tensor,
-                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        h = self.hyperparams
+    def apply_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                     h: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
         lr, (beta1, beta2), eps, weight_decay = h["lr"], h["betas"], h["eps"], h["weight_decay"]
         step = state["step"]
         if h["capturable"]:
-            step, lr = _device_step(step, param), self._device_lr(param)
+            step, lr = _device_step(step, param), self._device_lr(param, h)
         step = step + 1
         if h["maximize"]:
             grad = -grad
@@ -119,8 +119,8 @@ class Adam(Optimizer):
         denom = v.sqrt() / bias_correction2_sqrt + eps
         return param + (-step_size * m) / denom, new_state
 
-    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
-        h = self.hyperparams
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                    h: dict[str, Any]) -> UpdatePlan:
         lr, (beta1, beta2), eps, weight_decay = h["lr"], h["betas"], h["eps"], h["weight_decay"]
         decay = weight_decay != 0
         program = _program(self.decoupled, decay, h["amsgrad"], h["maximize"],
@@ -132,7 +132,7 @@ class Adam(Optimizer):
             # Bias corrections from the step count on the device (the prologue), so the
             # op's attrs stay the same from step to step: a graphed step replays.
             host = (1.0 - beta1, beta2, 1.0 - beta2, eps, weight_decay, beta1)
-            inputs = tensors + (_device_step(state["step"], param), self._device_lr(param))
+            inputs = tensors + (_device_step(state["step"], param), self._device_lr(param, h))
             return UpdatePlan(program, inputs, host, {})
         step = state["step"] + 1
         wd = (1.0 - lr * weight_decay) if self.decoupled else weight_decay

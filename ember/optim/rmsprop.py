@@ -36,20 +36,18 @@ class RMSprop(Optimizer):
             "RMSprop", lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
             centered=bool(centered), maximize=bool(maximize)))
 
-    def state_keys(self) -> tuple[str, ...]:
-        h = self.hyperparams
+    def state_keys(self, h: dict[str, Any]) -> tuple[str, ...]:
         return (("step", "square_avg") + (("momentum_buffer",) if h["momentum"] > 0 else ())
                 + (("grad_avg",) if h["centered"] else ()))
 
-    def init_single(self, param: Tensor) -> dict[str, Any]:
+    def init_single(self, param: Tensor, h: dict[str, Any]) -> dict[str, Any]:
         state: dict[str, Any] = {"step": 0}
-        for key in self.state_keys()[1:]:
+        for key in self.state_keys(h)[1:]:
             state[key] = zeros(param.shape, dtype=param.dtype, device=param.device.inner)
         return state
 
-    def apply_single(self, grad: Tensor, param: Tensor,
-                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        h = self.hyperparams
+    def apply_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                     h: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
         alpha = h["alpha"]
         if h["maximize"]:
             grad = -grad
@@ -70,8 +68,8 @@ class RMSprop(Optimizer):
             return param - h["lr"] * buf, new_state
         return param + (-h["lr"] * grad) / avg, new_state
 
-    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
-        h = self.hyperparams
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                    h: dict[str, Any]) -> UpdatePlan:
         momentum, centered = h["momentum"] > 0, h["centered"]
         program = _program(h["maximize"], h["weight_decay"] != 0, centered, momentum)
         tensors = (grad, param, state["square_avg"])

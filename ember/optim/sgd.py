@@ -43,15 +43,14 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, hyper)
 
-    def state_keys(self) -> tuple[str, ...]:
-        return ("momentum_buffer",) if self.hyperparams["momentum"] != 0 else ()
+    def state_keys(self, h: dict[str, Any]) -> tuple[str, ...]:
+        return ("momentum_buffer",) if h["momentum"] != 0 else ()
 
-    def init_single(self, param: Tensor) -> dict[str, Any]:
+    def init_single(self, param: Tensor, h: dict[str, Any]) -> dict[str, Any]:
         return {}  # the buffer starts as the first gradient
 
-    def apply_single(self, grad: Tensor, param: Tensor,
-                     state: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        h = self.hyperparams
+    def apply_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                     h: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
         if h["maximize"]:
             grad = -grad
         if h["weight_decay"] != 0:
@@ -69,8 +68,8 @@ class SGD(Optimizer):
             grad = grad + momentum * buf if h["nesterov"] else buf
         return param - h["lr"] * grad, state
 
-    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any]) -> UpdatePlan:
-        h = self.hyperparams
+    def plan_single(self, grad: Tensor, param: Tensor, state: dict[str, Any],
+                    h: dict[str, Any]) -> UpdatePlan:
         momentum = h["momentum"]
         first = momentum != 0 and state.get("momentum_buffer") is None
         program = _program(h["maximize"], h["weight_decay"] != 0, momentum != 0, first,

@@ -1,17 +1,19 @@
-"""``DataLoader``: batches of a map-style dataset, built ahead of use in worker threads.
+"""``DataLoader``: batches of a map-style dataset, built ahead of use in worker threads
+(or worker processes, ``num_workers > 0``).
 
 A dataset is a NumPy array, a tuple of arrays of equal length, or anything
 with ``__len__`` and ``__getitem__`` returning arrays (or tuples of them).
 Array datasets are batched with one fancy index per field; other datasets
-call ``__getitem__`` per item and stack. Batches are uploaded to the target
-device as they are built, so the device has them before a step needs them.
+call ``__getitem__`` per item and stack (or ``collate_fn``). Batches are uploaded to
+the target device as they are built, so the device has them before a step needs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from ember.device import Device
 from ember.ops._core import resolve_device
 from ember.ops.creation import tensor as make_tensor
 from ember.tensor import Tensor
+from ember.train.workers import WorkerPool, fetch
 
 _DONE = object()
 
@@ -37,6 +40,18 @@ class DataLoader:
             is loaded when it is asked for).
         seed: the shuffling seed; with the same seed every run visits the same orders.
         device: where batches are placed (default ``em.default_device()``).
+        num_workers: worker processes building the host batches (0: threads of this
+            process). Workers get the dataset (and ``collate_fn``) pickled once, so both
+            must pickle (module-level functions, no lambdas); they return NumPy batches,
+            in the same order as ``num_workers=0``. A worker's exception is raised here
+            with its type and message.
+        collate_fn: ``collate_fn(items) -> array or tuple of arrays``, from the list of
+            ``dataset[i]`` of a batch (of per-field rows for array datasets). Default:
+            stack each field.
+        sampler: an iterable of item indices giving the order (``len`` must work); it
+            excludes ``shuffle``.
+        persistent_workers: keep the worker processes from one epoch to the next (else
+            each epoch starts them); ``close()`` stops them.
 
     Iterate with ``for batch in loader`` in scripts or ``async for batch in loader``
     under trio; each pass is one epoch.
@@ -44,9 +59,20 @@ class DataLoader:
 
     def __init__(self, dataset: Any, batch_size: int, shuffle: bool = False,
                  drop_last: bool = False, prefetch: int = 2, seed: int | None = None,
-                 device: Device | str | None = None) -> None:
+                 device: Device | str | None = None, num_workers: int = 0,
+                 collate_fn: Callable | None = None, sampler: Iterable[int] | None = None,
+                 persistent_workers: bool = False) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be an int >= 0, got {num_workers!r}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers needs num_workers > 0")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DataLoader: collate_fn must be callable, got "
+                            f"{type(collate_fn).__name__}")
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ValueError(f"DataLoader: prefetch must be an int >= 0, got {prefetch!r}")
         self.dataset = dataset
@@ -56,6 +82,11 @@ class DataLoader:
         self.prefetch = prefetch
         self.seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
         self.device = resolve_device(device)
+        self.num_workers = num_workers
+        self.collate_fn = collate_fn
+        self.sampler = sampler
+        self.persistent_workers = persistent_workers
+        self._pool: WorkerPool | None = None
         self.epoch = 0
         self._fields = _array_fields(dataset)
         self._length = len(self._fields[0]) if self._fields is not None else len(dataset)
@@ -64,7 +95,7 @@ class DataLoader:
                              f"{[len(f) for f in self._fields]}")
 
     def __len__(self) -> int:
-        full, rest = divmod(self._length, self.batch_size)
+        full, rest = divmod(self._items(), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
     def state_dict(self) -> dict[str, int]:
@@ -80,23 +111,58 @@ class DataLoader:
 
     def batch_indices(self, epoch: int) -> list[np.ndarray]:
         """The item indices of every batch of ``epoch`` (a pure function of seed and epoch)."""
-        order = np.arange(self._length)
-        if self.shuffle:
+        if self.sampler is not None:
+            order = np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
+        elif self.shuffle:
             order = np.random.default_rng((self.seed, epoch)).permutation(self._length)
-        batches = [order[i:i + self.batch_size] for i in range(0, self._length, self.batch_size)]
+        else:
+            order = np.arange(self._length)
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()
         return batches
 
     def host_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
         """The batch at ``indices`` as host arrays (runs in a worker thread)."""
-        if self._fields is not None:
-            return tuple(np.ascontiguousarray(f[indices]) for f in self._fields)
-        items = [self.dataset[int(i)] for i in indices]
-        if isinstance(items[0], tuple | list):
-            return tuple(np.stack([np.asarray(item[k]) for item in items])
-                         for k in range(len(items[0])))
-        return (np.stack([np.asarray(item) for item in items]),)
+        return fetch(self.dataset, self._fields, self.collate_fn, indices)
+
+    def host_batches(self, batches: Sequence[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
+        """The host arrays of ``batches``, in order: from the worker processes when
+        ``num_workers > 0``, else built here. Close the iterator to stop early (the
+        workers of an unfinished pass are shut down)."""
+        if self.num_workers == 0:
+            for indices in batches:
+                yield self.host_batch(indices)
+            return
+        pool = self._pool
+        if pool is None or pool.busy or not pool.alive:
+            if pool is not None:
+                pool.shutdown()
+            pool = WorkerPool(self.num_workers, self.dataset, self._fields, self.collate_fn)
+        self._pool = pool if self.persistent_workers else None
+        finished = False
+        try:
+            yield from pool.run(batches)
+            finished = True
+        finally:
+            if not (finished and self.persistent_workers):
+                pool.shutdown()
+                if self._pool is pool:
+                    self._pool = None
+
+    def close(self) -> None:
+        """Stop the persistent worker processes, if any (they stop by themselves too when
+        this process exits)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of the live persistent workers (for tests and monitoring)."""
+        return [] if self._pool is None else self._pool.pids()
+
+    def _items(self) -> int:
+        return len(self.sampler) if self.sampler is not None else self._length  # type: ignore[arg-type]
 
     def place(self, arrays: tuple[np.ndarray, ...],
               device: Device | None = None) -> tuple[Tensor, ...]:
@@ -114,18 +180,20 @@ class DataLoader:
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
         batches = self._next_epoch()
         if self.prefetch == 0:
-            for indices in batches:
-                yield self.place(self.host_batch(indices))
+            with contextlib.closing(self.host_batches(batches)) as arrays:
+                for host in arrays:
+                    yield self.place(host)
             return
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
 
         def produce() -> None:
             try:
-                for indices in batches:
-                    if stop.is_set():
-                        return
-                    ready.put(self.place(self.host_batch(indices)))
+                with contextlib.closing(self.host_batches(batches)) as arrays:
+                    for host in arrays:
+                        if stop.is_set():
+                            return
+                        ready.put(self.place(host))
                 ready.put(_DONE)
             except BaseException as exc:  # reaches the consumer, never a silent hang
                 ready.put(exc)
@@ -150,7 +218,7 @@ class DataLoader:
 
     async def __aiter__(self) -> AsyncIterator[tuple[Tensor, ...]]:
         batches = self._next_epoch()
-        if self.prefetch == 0:
+        if self.prefetch == 0 and self.num_workers == 0:
             for indices in batches:
                 yield await trio.to_thread.run_sync(self._load, indices)
             return
@@ -159,9 +227,9 @@ class DataLoader:
 
         def produce() -> None:
             try:
-                for indices in batches:
-                    trio.from_thread.run(send.send, self.place(self.host_batch(indices)),
-                                         trio_token=token)
+                with contextlib.closing(self.host_batches(batches)) as arrays:
+                    for host in arrays:
+                        trio.from_thread.run(send.send, self.place(host), trio_token=token)
             except (trio.BrokenResourceError, trio.ClosedResourceError, trio.RunFinishedError,
                     trio.Cancelled):
                 return

@@ -15,6 +15,7 @@ next step, and the next batch is on the device before the step needs it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -32,6 +33,7 @@ from ember.device import Device
 from ember.errors import KernelError
 from ember.graphed_step import GraphedStep
 from ember.nn.module import Module
+from ember.optim.lr_scheduler import ReduceLROnPlateau
 from ember.ops._core import resolve_device
 from ember.ops.creation import random_state, set_random_state
 from ember.tensor import Tensor
@@ -43,6 +45,7 @@ from ember.train.progress import Progress
 from ember.train.replicas import all_reduce, broadcast, replicate
 
 _CHECKPOINT = re.compile(r"^epoch-(\d+)\.ember$")
+BEST = "best.ember"
 # Ctrl-C reaches the Learner's tasks at their awaits, between steps, never inside one:
 # the interrupted checkpoint then holds a consistent state (weights, optimizer, scheduler,
 # position and random state all after the same update).
@@ -81,7 +84,14 @@ class Learner:
         devices: one device or several (data parallel: a replica per device, each batch
             split across them, gradients averaged, replicas kept identical).
         checkpoint_dir: where checkpoints go (one per epoch, the last ``keep_checkpoints``).
-        scheduler: stepped once per epoch (``scheduler_interval="step"``: per step).
+        checkpoint_best: ``"valid.loss"`` (or ``"<split>.<metric>"``): also keep the
+            checkpoint of the best epoch by that metric as ``best.ember`` in
+            ``checkpoint_dir``; a metric named ``*accuracy`` is maximized, others minimized.
+        log_file: append one JSON line per epoch to this file: ``{"epoch": n, "step": s,
+            "train": {...}, "valid": {...}}``.
+        scheduler: stepped once per epoch (``scheduler_interval="step"``: per step); a
+            ``ReduceLROnPlateau`` is stepped once per epoch with the valid loss (the train
+            loss without a valid loader).
         grad_clip: clip the gradient norm to this value before each update.
         progress: show a progress bar (only on a terminal).
         accumulation_steps: sum gradients over this many batches per update.
@@ -107,7 +117,9 @@ class Learner:
                  grad_clip: float | None = None, progress: bool = True,
                  accumulation_steps: int = 1, early_stopping: EarlyStopping | None = None,
                  keep_checkpoints: int = 3, scheduler_interval: str = "epoch",
-                 graphed: bool | str = True, on_bad_batch: str = "raise") -> None:
+                 graphed: bool | str = True, on_bad_batch: str = "raise",
+                 checkpoint_best: str | None = None,
+                 log_file: str | os.PathLike | None = None) -> None:
         if accumulation_steps < 1:
             raise ValueError(f"Learner: accumulation_steps must be >= 1, got {accumulation_steps}")
         if graphed not in (True, False, "pure"):
@@ -122,6 +134,15 @@ class Learner:
         # error, "skip" counts it in bad_batches and goes on.
         self.on_bad_batch = on_bad_batch
         self.bad_batches = 0
+        if checkpoint_best is not None:
+            split, _, metric = checkpoint_best.partition(".")
+            if split not in ("train", "valid") or not metric:
+                raise ValueError(f"Learner: checkpoint_best must be 'valid.<metric>' or "
+                                 f"'train.<metric>', got {checkpoint_best!r}")
+            if checkpoint_dir is None:
+                raise ValueError("Learner: checkpoint_best needs a checkpoint_dir")
+        if isinstance(scheduler, ReduceLROnPlateau) and scheduler_interval != "epoch":
+            raise ValueError("Learner: a ReduceLROnPlateau steps once per epoch, on a metric")
         if devices is None:
             first = next(iter(model.parameters()), None)
             devices = [first.device if first is not None else resolve_device(None)]
@@ -136,6 +157,9 @@ class Learner:
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.scheduler = scheduler
         self.scheduler_interval = scheduler_interval
+        self.checkpoint_best = checkpoint_best
+        self.log_file = Path(log_file) if log_file is not None else None
+        self._best_value: float | None = None  # checkpoint_best's value at best.ember
         self.grad_clip = grad_clip
         self.progress = Progress(progress)
         self.accumulation_steps = accumulation_steps
@@ -212,10 +236,19 @@ class Learner:
                         self.history.append("valid", await self._evaluate(valid_loader))
                     self.epoch += 1
                     self._batch = 0
-                    if self.scheduler is not None and self.scheduler_interval == "epoch":
+                    if isinstance(self.scheduler, ReduceLROnPlateau):
+                        split = "valid" if valid_loader is not None else "train"
+                        self.scheduler.step(self.history.state_dict()[split]["loss"][-1])
+                    elif self.scheduler is not None and self.scheduler_interval == "epoch":
                         self.scheduler.step()
+                    if self.log_file is not None:
+                        await trio.to_thread.run_sync(self._log_epoch)
                     if self.checkpoint_dir is not None:
-                        await checkpoint_send.send(self._snapshot())
+                        best = self._is_best()
+                        snapshot = self._snapshot()
+                        await checkpoint_send.send((snapshot, None))
+                        if best:
+                            await checkpoint_send.send((snapshot, BEST))
                     if self._should_stop():
                         break
 
@@ -241,9 +274,9 @@ class Learner:
         for replica in self.replicas:
             replica.eval()
         instances, loss_mean = self._fresh_metrics()
+        batches = loader.host_batches(loader.batch_indices(0))
         try:
-            for indices in loader.batch_indices(0):
-                arrays = await trio.to_thread.run_sync(loader.host_batch, indices)
+            while (arrays := await trio.to_thread.run_sync(next, batches, None)) is not None:
                 with no_record(), pinned(self._site):
                     parts = self._place(loader, arrays)
                     outputs, losses = [], []
@@ -256,6 +289,7 @@ class Learner:
                                        [loss for loss, _ in losses])
                 self._update(instances, loss_mean, host, outputs, losses)
         finally:
+            batches.close()
             for replica in self.replicas:
                 replica.train()
         return self._compute(instances, loss_mean, lr=None, samples_per_second=None)
@@ -290,6 +324,8 @@ class Learner:
         best = state.get("best")
         self._best = None if best is None else float(best)
         self._stale_epochs = int(state.get("stale_epochs", 0))
+        best_value = state.get("best_value")
+        self._best_value = None if best_value is None else float(best_value)
         if self.checkpoint_dir is None:
             self.checkpoint_dir = directory
         return self
@@ -322,10 +358,13 @@ class Learner:
     @_ki_protected
     async def _loader_task(self, loader: DataLoader, batches: list[np.ndarray],
                            send: trio.MemorySendChannel) -> None:
-        async with send:
-            for indices in batches:
-                arrays = await trio.to_thread.run_sync(loader.host_batch, indices)
-                await send.send(await trio.to_thread.run_sync(self._place, loader, arrays))
+        arrays = loader.host_batches(batches)  # worker processes, with num_workers > 0
+        try:
+            async with send:
+                while (host := await trio.to_thread.run_sync(next, arrays, None)) is not None:
+                    await send.send(await trio.to_thread.run_sync(self._place, loader, host))
+        finally:
+            arrays.close()
 
     def _place(self, loader: DataLoader, arrays: tuple[np.ndarray, ...]) -> list:
         """Split a host batch across the replicas' devices and upload each part."""
@@ -552,12 +591,38 @@ class Learner:
             "history": self.history.state_dict(),
             "best": self._best,
             "stale_epochs": self._stale_epochs,
+            "best_value": self._best_value,
         }
+
+    def _is_best(self) -> bool:
+        """Whether this epoch's ``checkpoint_best`` metric beats the best so far (recorded)."""
+        if self.checkpoint_best is None:
+            return False
+        split, _, metric = self.checkpoint_best.partition(".")
+        values = self.history.state_dict()[split].get(metric)
+        if not values:
+            raise ValueError(f"Learner: checkpoint_best: no {split} metric {metric!r} recorded "
+                             f"(metrics: {sorted(self.history.state_dict()[split])})")
+        value, best = float(values[-1]), self._best_value
+        better = (best is None or (value > best if metric.endswith("accuracy")
+                                   else value < best))
+        if better:
+            self._best_value = value
+        return better
+
+    def _log_epoch(self) -> None:
+        record = {"epoch": self.epoch, "step": self.step}
+        for split, series in self.history.state_dict().items():
+            if series:
+                record[split] = {name: values[-1] for name, values in series.items()}
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
     async def _checkpoint_task(self, receive: trio.MemoryReceiveChannel) -> None:
         async with receive:
-            async for snapshot in receive:
-                await trio.to_thread.run_sync(self._write_checkpoint, snapshot)
+            async for snapshot, name in receive:
+                await trio.to_thread.run_sync(self._write_checkpoint, snapshot, name)
 
     def _write_checkpoint(self, snapshot: dict[str, Any], name: str | None = None) -> None:
         from ember.record import save
@@ -612,12 +677,20 @@ def _state_tensors(optimizer: Any) -> list[tuple[tuple[str, str], Tensor]]:
     """((param id, state name), tensor) of every tensor in ``optimizer``'s state, in its
     parameters' order."""
     found = []
-    for param in optimizer.params:
-        state = optimizer.state.get(param.id, {})
-        for key in optimizer.state_keys():
-            value = state.get(key)
-            if isinstance(value, Tensor):
-                found.append(((param.id, key), value))
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            found += _param_state_tensors(optimizer, param, optimizer.state_keys(group))
+    return found
+
+
+def _param_state_tensors(optimizer: Any, param: Any,
+                         keys: Sequence[str]) -> list[tuple[tuple[str, str], Tensor]]:
+    found = []
+    state = optimizer.state.get(param.id, {})
+    for key in keys:
+        value = state.get(key)
+        if isinstance(value, Tensor):
+            found.append(((param.id, key), value))
     return found
 
 
