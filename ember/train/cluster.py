@@ -296,8 +296,7 @@ def _original(exc: BaseException) -> BaseException:
 
     if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause is not None:
         cause = exc.cause
-        cause.add_note(f"raised in a Ray worker (pid {exc.pid}):\n"
-                       f"{exc.traceback_str.rstrip()}")
+        cause.add_note(f"raised in a Ray worker: {str(exc).rstrip()}")
         return cause
     return exc
 
