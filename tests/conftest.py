@@ -6,7 +6,7 @@ import pytest
 
 import ember as em
 from ember.actors import step_graphs
-from ember.errors import DTypeError, KernelError
+from ember.errors import DeviceError, DTypeError, KernelError
 
 # Later backends join here: cuda:0 / wgpu:0 when em.available() lists them.
 DEVICES = ["cpu:0", "cpu:1"] + [str(d) for d in em.available("cuda")[:1] + em.available("wgpu")[:1]]
@@ -30,14 +30,18 @@ def _graph_room(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setattr(step_graphs, "MAX_GRAPHS", held._graphs + step_graphs.MAX_GRAPHS)
 
 
-def _refused_dtype(error: BaseException) -> DTypeError | None:
+def _refused_dtype(error: BaseException) -> DTypeError | DeviceError | None:
     """The device's refusal of a dtype it cannot hold (WGSL has no float64, bfloat16 or
-    int64 past int32): raised at the call, or as the cause of a failed read for values
-    that reached the device by a move."""
+    int64 past int32), or of an op it declares it does not run (linalg on wgpu): raised at
+    the call, or as the cause of a failed read for values that reached the device by a
+    move."""
     cause = error.__cause__ if isinstance(error, KernelError) else error
     if isinstance(cause, DTypeError) and ("is not supported on" in str(cause)
                                           or "do not fit" in str(cause)
                                           or "does not fit" in str(cause)):
+        return cause
+    if isinstance(cause, DeviceError) and ("no kernel on" in str(cause)
+                                           or "not supported on" in str(cause)):
         return cause
     return None
 

@@ -52,6 +52,10 @@ class DataLoader:
             excludes ``shuffle``.
         persistent_workers: keep the worker processes from one epoch to the next (else
             each epoch starts them); ``close()`` stops them.
+        shard: ``(rank, world)``: this reader's part of every batch, for data parallel over
+            ``world`` readers. ``batch_size`` stays the global batch; rank ``r`` reads rows
+            ``round(n·r/world)`` to ``round(n·(r+1)/world)`` of each batch of ``n`` items,
+            the rows ``Learner(devices=[...])`` gives its ``r``-th device. Default None: all.
 
     Iterate with ``for batch in loader`` in scripts or ``async for batch in loader``
     under trio; each pass is one epoch.
@@ -61,7 +65,8 @@ class DataLoader:
                  drop_last: bool = False, prefetch: int = 2, seed: int | None = None,
                  device: Device | str | None = None, num_workers: int = 0,
                  collate_fn: Callable | None = None, sampler: Iterable[int] | None = None,
-                 persistent_workers: bool = False) -> None:
+                 persistent_workers: bool = False,
+                 shard: tuple[int, int] | None = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
@@ -75,6 +80,12 @@ class DataLoader:
                             f"{type(collate_fn).__name__}")
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ValueError(f"DataLoader: prefetch must be an int >= 0, got {prefetch!r}")
+        if shard is not None:
+            rank, world = shard
+            if not (isinstance(rank, int) and isinstance(world, int) and 0 <= rank < world):
+                raise ValueError(f"DataLoader: shard must be (rank, world) ints with "
+                                 f"0 <= rank < world, got {shard!r}")
+        self.shard = shard
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -120,6 +131,10 @@ class DataLoader:
         batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()
+        if self.shard is not None:
+            rank, world = self.shard
+            batches = [b[round(len(b) * rank / world):round(len(b) * (rank + 1) / world)]
+                       for b in batches]
         return batches
 
     def host_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -108,7 +108,17 @@ class Learner:
             come out, and the model's ``forward`` must do nothing else (no Python side
             effects; random ops or reads inside just keep every step running it). Default
             True (a device without graphs runs steps as they are).
+
+    ``Learner(model_fn, optimizer_fn, loss_fn, cluster=cluster, ...)`` trains data parallel
+    on a ``dist.RayCluster`` instead (``ember.train.cluster.ClusterLearner``).
     """
+
+    def __new__(cls, *args: Any, cluster: Any = None, **kwargs: Any) -> Learner:
+        if cluster is not None and cls is Learner:
+            from ember.train.cluster import ClusterLearner
+
+            return super().__new__(ClusterLearner)
+        return super().__new__(cls)
 
     def __init__(self, model: Module, optimizer: Any, loss_fn: Callable, *,
                  metrics: Sequence[str | _metrics.Metric] = ("loss",),
