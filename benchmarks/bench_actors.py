@@ -7,8 +7,8 @@
 - ``loss.backward()`` on a 3,000-op tracked chain: how long the call takes to return,
   against the time until every gradient is readable.
 
-Public API only, so the same file measures an older checkout (``PYTHONPATH=<tree>``).
-Run: ``PYTHONPATH=. python benchmarks/bench_actors.py [--steps N]``.
+Run: ``PYTHONPATH=. python benchmarks/bench_actors.py [--steps N]`` (the models are
+bench_runtime.py's).
 """
 
 from __future__ import annotations
@@ -20,26 +20,10 @@ import time
 import numpy as np
 
 import ember as em
-from ember import nn, optim
+from benchmarks.bench_runtime import _mlp_ember as _mlp
+from benchmarks.bench_runtime import _SmallCNN
+from ember import optim
 from ember.nn import functional as F
-
-
-def _mlp(device: em.Device) -> nn.Module:
-    return nn.Sequential(nn.Linear(784, 1024, device=device), nn.ReLU(),
-                         nn.Linear(1024, 1024, device=device), nn.ReLU(),
-                         nn.Linear(1024, 10, device=device))
-
-
-class _SmallCNN(nn.Module):
-    def __init__(self, device: em.Device) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 32, 3, padding=1, device=device), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1, device=device), nn.ReLU(), nn.MaxPool2d(2))
-        self.head = nn.Linear(64 * 8 * 8, 10, device=device)
-
-    def forward(self, x: em.Tensor) -> em.Tensor:
-        return self.head(self.features(x).flatten(1))
 
 
 def training_steps(model: str, steps: int, repeats: int) -> dict[str, float]:

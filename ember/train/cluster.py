@@ -90,6 +90,13 @@ class ClusterLearner(Learner):
         self.step = 0
         self._best: float | None = None
         self._stale_epochs = 0
+        # What the one-process Learner's epoch code reads, at the values that are all a
+        # cluster run supports.
+        self.checkpoint_best: str | None = None
+        self.log_file = None
+        self._best_value: float | None = None
+        self.on_bad_batch = "raise"
+        self.bad_batches = 0
         self._site: tuple[str, int] = ("<ember>", 0)
         self._batch = 0
         self._random_at_update = random_state()
