@@ -136,3 +136,21 @@ def test_list_actors_names_devices_and_the_autodiff_actor(device):
     assert actors["cpu:0"].messages > 0
     with pytest.raises(AttributeError):
         autodiff.messages = 0  # frozen
+
+
+KERNELS.setdefault("test_exit_grad", _copy)
+
+
+@differentiable("test_exit_grad", inputs=False)
+def _exit_backward(ctx, grad):
+    raise SystemExit("a rule that exits")
+
+
+def test_a_rule_that_kills_its_walk_fails_that_backward_only(device):
+    w = em.tensor([1.0, 2.0], device=device).require_grad()
+    grads = call("test_exit_grad", (w * 1.0,), (2,), em.float32).sum().backward()
+    with pytest.raises(em.KernelError, match="SystemExit"):
+        w.grad(grads).numpy()
+    # The actor answers the next backward (its thread is restarted if it had died).
+    np.testing.assert_array_equal(w.grad((w * 5.0).sum().backward()).numpy(), [5.0, 5.0])
+    assert engine.ACTOR.info().thread == "ember-autodiff"

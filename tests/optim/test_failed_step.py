@@ -93,3 +93,34 @@ def test_the_learner_raises_or_skips_a_bad_batch(graphed):
     assert all(np.isfinite(w).all() for w in weights.values())
     with pytest.raises(ValueError, match="on_bad_batch"):
         learner("ignore")
+
+
+_CHILD = """
+import numpy as np, ember as em
+from ember import nn, optim
+device = em.cpu(0).autodiff()
+em.manual_seed(0)
+model = nn.Linear(4, 3, device=device)
+opt = optim.Adam(model.parameters(), lr=0.1)
+x = em.from_numpy(np.ones((2, 4), np.float32), device=device.inner)
+for target in ([0, 1], [0, 7], [2, 1]):  # the second batch has a class that does not exist
+    loss = nn.F.cross_entropy(model(x), em.tensor(target, device=device.inner))
+    opt.step(loss.backward())
+    try:
+        print("loss", loss.item())
+    except em.KernelError as exc:
+        print("failed", type(exc.__cause__).__name__)
+print("finite", bool(np.isfinite(model(x).numpy()).all()))
+"""
+
+
+def test_a_failed_step_in_a_fresh_process_ends_in_time_and_training_goes_on():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert lines[0].startswith("loss") and lines[1].startswith("failed")
+    assert lines[2].startswith("loss") and lines[3] == "finite True"

@@ -42,6 +42,13 @@ _KDL_CUDA = 2  # DLPack's device type of CUDA memory
 SINGLE_FROM = 1 << 20
 
 
+# The pool's idle bytes are checked every so many releases (a guess: a sample cheap next to
+# the releases), and "recent" spans two windows of that many checks.
+_TRIM_EVERY = 256
+_TRIM_WINDOW = 16
+_POOL_BYTES = os.environ.get("EMBER_POOL_BYTES")
+
+
 class CupyPool:
     """Hands kernels new device arrays (the device's CuPy memory pool recycles the memory)
     and checks index ranges on the device (``defer_range_check``)."""
@@ -76,6 +83,9 @@ class CupyBackend:
         self._context = contextlib.ExitStack()
         self.fused = FusedKernels(index, self.pool)
         self.host_copies = host_copies.HostCopies()
+        # The pool's bound (_trim_pool): releases so far, and the peaks of used bytes seen.
+        self._releases = self._checks = 0
+        self._peak_used = self._previous_peak_used = 0
         # While a step is captured: which stream each op runs on (graphs.py, side_stream.py).
         self.two_streams: TwoStreams | None = None
         # Back-pressure in bytes: a quarter of the GPU's memory, so a chain of large
@@ -222,7 +232,28 @@ class CupyBackend:
         (in a capture, once no other stream may still read it: side_stream.py)."""
         if self.two_streams is not None:
             self.two_streams.hold(value)
+        else:
+            self._releases += 1
+            if self._releases % _TRIM_EVERY == 0:
+                self._trim_pool()
         return value.nbytes if value.base is None else 0
+
+    def _trim_pool(self) -> None:
+        """Return the pool's idle memory to the GPU when it holds more than the recent peak
+        of live bytes (or ``EMBER_POOL_BYTES``), as the CPU's pool never keeps more."""
+        memory = self.memory
+        if memory is None:
+            return
+        used = memory.used_bytes()
+        self._peak_used = max(self._peak_used, used)
+        self._checks += 1
+        if self._checks % _TRIM_WINDOW == 0:  # the window before still counts as recent
+            self._previous_peak_used, self._peak_used = self._peak_used, used
+        limit = max(self._peak_used, self._previous_peak_used)
+        if _POOL_BYTES:
+            limit = min(limit, int(_POOL_BYTES))
+        if memory.free_bytes() > limit:
+            memory.free_all_blocks()
 
     @staticmethod
     def owned_nbytes(value: cupy.ndarray) -> int:
