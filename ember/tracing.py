@@ -24,7 +24,8 @@ class TraceEvent(msgspec.Struct, frozen=True):
     start_ns: int
     duration_ns: int
     site: str
-    kind: str = "op"  # "op", "group" and "kernel" come with fusion
+    kind: str = "op"  # "op", "group" and "kernel" come with fusion; "actor": an actor's job
+    posted_by: str = ""  # the thread that handed this work over ("": the one that ran it)
 
 
 class Trace:
@@ -50,7 +51,8 @@ class Trace:
                     "dur": e.duration_ns / 1000.0,
                     "pid": pid,
                     "tid": e.thread,
-                    "args": {"device": e.device, "site": e.site},
+                    "args": {"device": e.device, "site": e.site,
+                             **({"posted_by": e.posted_by} if e.posted_by else {})},
                 }
                 for e in self.events
             ],

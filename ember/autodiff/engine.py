@@ -163,7 +163,8 @@ class AutodiffActor:
         first_id = next_id()
         lanes = {actor: actor.open_lane(tuple(ids), first_id) for actor, ids in outs.items()}
         self._post((node, grad, {leaf: (h._id, h.shape, h.dtype, h.device)
-                                 for leaf, h in promised.items()}, lanes, site))
+                                 for leaf, h in promised.items()}, lanes, site,
+                    threading.current_thread().name))
         return Gradients(promised)
 
     def _post(self, job: tuple) -> None:
@@ -181,7 +182,8 @@ class AutodiffActor:
         while True:
             self._run(*self._mailbox.get())
 
-    def _run(self, root: Node, seed: Any, promised: dict, lanes: dict, site: tuple) -> None:
+    def _run(self, root: Node, seed: Any, promised: dict, lanes: dict, site: tuple,
+             poster: str) -> None:
         """One backward walk, its ops issued into ``lanes``; closes them whatever happens."""
         from ember.actors import lanes as _lanes
         from ember.actors.executor import kernel_error
@@ -211,7 +213,8 @@ class AutodiffActor:
             from ember.actors.executor import format_site
 
             event = _trace.TraceEvent("backward", "autodiff", threading.current_thread().name,
-                                      start, _trace.now_ns() - start, format_site(site), "actor")
+                                      start, _trace.now_ns() - start, format_site(site), "actor",
+                                      poster)
             for t in traces:
                 t.record(event)
 
