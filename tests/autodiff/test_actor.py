@@ -120,7 +120,7 @@ def test_the_walk_runs_on_the_autodiff_thread_and_the_trace_says_so(device):
     walks = [e for e in tr.events if e.name == "backward"]
     assert [e.thread for e in walks] == ["ember-autodiff"]
     assert walks[0].posted_by == threading.current_thread().name  # the hand-off it shows
-    assert walks[0].site.endswith("test_actor.py:" + str(sys._getframe().f_lineno - 3))
+    assert walks[0].site.endswith("test_actor.py:" + str(sys._getframe().f_lineno - 4))
 
 
 def test_list_actors_names_devices_and_the_autodiff_actor(device):
