@@ -21,7 +21,7 @@ from ember import tracing as _trace
 from ember.actors.stats import ActorInfo
 
 from ember.autodiff.graph import LEAF, SELECT, Node, no_record
-from ember.autodiff.rules import BackwardContext
+from ember.ops.gradient_rules import BackwardContext
 from ember.errors import EmberError, ShapeError
 
 

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ember.autodiff.graph import _paused
+from ember.ops.recording import paused as _paused
 
 
 class _GradMode:

@@ -11,20 +11,17 @@ never by a global list, so a graph is freed with the last handle into it.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from ember.autodiff.rules import BACKWARD, NOT_DIFFERENTIABLE, Rule
 from ember.errors import EmberError
+from ember.ops import recording
+from ember.ops._core import call
+from ember.ops.gradient_rules import BACKWARD, NOT_DIFFERENTIABLE, Rule
+# Re-exported: nn, optim and train pause recording and record composites through these names.
+from ember.ops.recording import no_record, record_composite  # noqa: F401
 
 _seq = itertools.count(1)
-# A context variable, not a thread-local: each trio task has its own context, so one
-# task's gradient emission never pauses recording in another task on the same thread.
-_paused: contextvars.ContextVar[bool] = contextvars.ContextVar("ember_record_paused",
-                                                              default=False)
 
 LEAF = "leaf"
 SELECT = "select"  # one output of a multi-output node
@@ -56,16 +53,6 @@ class Node:
         return f"Node({self.op}#{self.seq}, shape={self.shape})"
 
 
-@contextmanager
-def no_record() -> Iterator[None]:
-    """Ops inside the block record no nodes (used while emitting gradient ops)."""
-    token = _paused.set(True)
-    try:
-        yield
-    finally:
-        _paused.reset(token)
-
-
 def leaf(tensor: Any) -> Node:
     return Node(LEAF, None, (), (), (), (), tensor.shape, tensor.dtype, tensor.device)
 
@@ -76,9 +63,8 @@ def _is_checkpoint(parent: Node | None) -> bool:
 
 
 def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
-    """Called by every op on an autodiff device, after its outputs exist."""
-    if _paused.get():
-        return
+    """Record a node for an op on an autodiff device, after its outputs exist; ops reach it
+    through ``ember.ops.recording.record``, which skips it while recording is paused."""
     parents = tuple([t._node for t in inputs])
     if parents.count(None) == len(parents) or op in NOT_DIFFERENTIABLE:
         return
@@ -120,31 +106,14 @@ def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
         outputs[0]._node = node
 
 
-def record_composite(op: str, inputs: tuple, attrs: tuple, output: Any) -> None:
-    """Record ``output``, computed from ``inputs`` by ops issued under ``no_record()``, as
-    one node of ``op``, whose rule (``differentiable(op, compute_bound=True)``) returns
-    the gradients of ``inputs``.
-
-    A composite (layer_norm, softmax) records one node and its rule issues the few ops
-    of its closed-form gradient, where its primitives would record a node each and
-    their rules issue two to three times as many ops. ``inputs`` may include
-    intermediates of the forward the rule reuses: made untracked, they get no gradient.
-    Compute-bound, so its output is kept, never recomputed by replaying ``op``.
-    """
-    rule = BACKWARD.get(op)
-    if rule is None or not rule.compute_bound:
-        raise RuntimeError(f"record_composite: {op!r} needs a rule registered with "
-                           f"differentiable({op!r}, compute_bound=True)")
-    record(op, inputs, attrs, (output,))
-
-
 def _untracked_copies(outputs: tuple, multi: bool) -> Any:
     """New handles to the outputs' buffers: a node must not hold its own output's handle."""
-    from ember.ops._core import call
-
-    token = _paused.set(True)  # as no_record(), without a generator per recorded op
+    token = recording.paused.set(True)  # as no_record(), without a generator per recorded op
     try:
         copies = tuple([call("alias", (o,), o.shape, o.dtype) for o in outputs])
     finally:
-        _paused.reset(token)
+        recording.paused.reset(token)
     return copies if multi else copies[0]
+
+
+recording.install(record)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.graph import record
+from ember.ops.recording import record
 from ember.device import Device, default_device
 from ember.dtype import DType
 from ember.errors import DeviceError, DimError, ShapeError

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable, not_differentiable
+from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.op_kinds import OTHER, declare
 from ember.ops import dtype_rules as rules

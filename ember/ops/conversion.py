@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.autodiff.graph import no_record, record
-from ember.autodiff.rules import differentiable
+from ember.ops.recording import no_record, record
+from ember.ops.gradient_rules import differentiable
 from ember.device import Device
 from ember.errors import DeviceError, DTypeError
 from ember.ir import Receive

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
 from ember.errors import DeviceError, DTypeError, EmberError, ShapeError
 from ember.op_kinds import OTHER, declare
 from ember.ops._core import broadcast_shapes, call, multi_call, same_device

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable, not_differentiable
+from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError
 from ember.op_kinds import BOUNDS, BRANCHES, EITHER_SIDE, ELEMENTWISE, declare, declare_rules

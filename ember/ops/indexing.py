@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
 from ember.errors import DimError, DTypeError, ShapeError
 from ember.op_kinds import OTHER, declare
 from ember.ops import dtype_rules as rules

@@ -6,7 +6,7 @@ from typing import Any
 
 from ember import dtype as _dtype
 from ember import precision
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.op_kinds import OTHER, declare
 from ember.ops._core import broadcast_shapes, call, same_device

@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.graph import no_record, record_composite
-from ember.autodiff.rules import differentiable
+from ember.ops.recording import no_record, record_composite
+from ember.ops.gradient_rules import differentiable
 from ember.errors import DTypeError
 from ember.ops import elementwise as _ew
 from ember.ops import reduction as _red

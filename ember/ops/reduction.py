@@ -19,7 +19,7 @@ import numbers
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable, not_differentiable
+from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.errors import ShapeError
 from ember.op_kinds import OTHER, REDUCTION, declare, declare_rules
 from ember.ops import dtype_rules as rules

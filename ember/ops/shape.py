@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
 from ember.errors import ShapeError
 from ember.op_kinds import OTHER, VIEW, declare
 from ember.ops import dtype_rules as rules

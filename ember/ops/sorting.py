@@ -11,7 +11,7 @@ import operator
 from typing import Any
 
 from ember import dtype as _dtype
-from ember.autodiff.rules import differentiable, not_differentiable
+from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.errors import ShapeError
 from ember.op_kinds import OTHER, declare
 from ember.ops._core import call, multi_call, normalize_dim

@@ -12,7 +12,7 @@ import pytest
 
 import ember as em
 from ember.autodiff import engine
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
 

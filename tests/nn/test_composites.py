@@ -10,7 +10,7 @@ import pytest
 
 import ember as em
 from ember.autodiff.graph import record_composite
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
 from ember.nn import F
 from ember.nn.functional.activations import safe_softmax
 from tests.nn.layer_check import check_fn, randn

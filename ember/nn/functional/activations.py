@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.autodiff.graph import no_record, record_composite
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
+from ember.ops.recording import no_record, record_composite
 from ember.errors import DTypeError
 from ember.ops.elementwise import where
 from ember.tensor import Tensor

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
-from ember.autodiff.graph import no_record, record_composite
-from ember.autodiff.rules import differentiable
+from ember.ops.gradient_rules import differentiable
+from ember.ops.recording import no_record, record_composite
 from ember.errors import DTypeError, ShapeError
 from ember.nn.param import Param
 from ember.tensor import Tensor

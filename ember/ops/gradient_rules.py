@@ -1,4 +1,5 @@
-"""The registry of backward rules. Each rule is declared next to its op in ``ember/ops/``.
+"""The registry of backward rules. Each rule is declared next to its op in ``ember/ops/``;
+the autodiff engine, the layer above, reads it.
 
 A rule receives a ``BackwardContext`` and the gradient of the op's output
 (a tuple of them, ``None`` where no gradient flows, for an op with several
