@@ -1,7 +1,8 @@
 """``no_grad`` / ``enable_grad``: switch gradient recording off or on for a block or a function.
 
-They set the same context variable as the engine's ``no_record()``: a context variable, so
-one trio task's block never changes recording in another task on the same thread.
+They set the same context variable as ops' ``no_record()`` (``ember.ops.recording``): a
+context variable, so one trio task's block never changes recording in another task on the
+same thread.
 """
 
 from __future__ import annotations
