@@ -91,6 +91,11 @@ class OptimizerActor:
             # Where multi_call would put the outputs: on the autodiff twin if any input is.
             device = next((t.device for t in inputs if t.device.is_autodiff), inputs[0].device)
             _check(device, shapes, dtype)
+            device_actor = device.actor
+            if device_actor._open_lanes:
+                # Lanes still being filled (a backward walk) must not free what this update
+                # reads: its reads go into a lane, not through the stream that notes them.
+                device_actor._note_reads(tuple([t._id for t in inputs]))
             outs = tuple(next_id() for _ in shapes)
             for k, (param, plan) in enumerate(group):
                 made = [Tensor._new(out, shape, dtype, device) for out, shape in
@@ -99,7 +104,7 @@ class OptimizerActor:
                 entry.update(zip(out_names, made[1:]))
                 state[param.id] = entry
                 param.value = made[0]
-            outs_by_actor.setdefault(device.actor, []).extend(outs)
+            outs_by_actor.setdefault(device_actor, []).extend(outs)
             jobs.append((tuple(inputs), tuple(shapes), (dtype,) * len(shapes),
                          (program, tuple(host)), device, outs))
         first_id = next_id()
