@@ -57,6 +57,11 @@ def list_actors() -> list[ActorInfo]:
 _extra_actors: list[Callable[[], ActorInfo]] = []
 
 
+def register_actor(info: Callable[[], ActorInfo]) -> None:
+    """List another kind of actor in ``list_actors()``: ``info`` returns its record."""
+    _extra_actors.append(info)
+
+
 def stats(device: Device | str | None = None) -> Stats:
     """Counters of one device, or totals over every device used so far."""
     total = Stats()

@@ -125,6 +125,15 @@ def issue(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType, attrs: t
                              user_site()), math.prod(shape) * dtype.itemsize)
 
 
+def issue_multi(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple,
+                device: Device, outs: tuple[int, ...]) -> None:
+    """``issue``'s twin for an op with several outputs: the ids ``outs`` are promised by
+    handles someone else made (an optimizer step's new parameters and state)."""
+    nbytes = sum(math.prod(s) * d.itemsize for s, d in zip(shapes, dtypes))
+    device.actor.submit(MultiCall(op, outs, tuple([t._id for t in inputs]), attrs, shapes,
+                                  tuple([d.name for d in dtypes]), user_site()), nbytes)
+
+
 def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple = ()) -> tuple:
     """Submit an op with several outputs; returns their tensors."""
     device = _result_device(inputs)

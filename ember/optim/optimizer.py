@@ -40,6 +40,7 @@ from ember.kernels import multi_update
 from ember.kernels.multi_update import Program
 from ember.nn.param import Param
 from ember.op_kinds import OTHER, declare
+from ember.optim.actor import ACTOR
 from ember.ops._core import multi_call, pinned_site, user_site
 from ember.tensor import Tensor
 
@@ -228,7 +229,9 @@ class Optimizer:
         ``grads`` is what ``loss.backward()`` returned. A parameter without a
         gradient there (unused by the loss, or already updated since that
         backward) is skipped, as PyTorch skips a ``None`` grad. Nothing is
-        read: the new values and state are futures of ops queued on the device.
+        read: the new values and state are futures. The multi-tensor updates are
+        issued by the optimizer actor (``optim/actor.py``) from its own thread; a
+        forward issued after ``step`` still sees the new values.
         """
         # Every update op would find the same first line outside ember: found once.
         with no_record(), pinned_site(user_site()):
@@ -254,8 +257,14 @@ class Optimizer:
                     groups[key] = [(param, plan)]
                 else:
                     group.append((param, plan))
-            for group in groups.values():
-                self._update_group(group)
+            promised = []
+            for (device_actor, _, _), group in groups.items():
+                if ACTOR.takes(device_actor):
+                    promised.append(group)
+                else:
+                    self._update_group(group)
+            if promised:
+                ACTOR.promise(promised, self.state)
         self._steps += 1
 
     def _params_and_hyperparams(self) -> list[tuple[Param, dict[str, Any]]]:
