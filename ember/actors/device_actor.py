@@ -244,10 +244,14 @@ class DeviceActor:
                 or self._queued_bytes + self._claimed_bytes > self.max_bytes):
             self._throttle()
 
-    def open_lane(self, outs: tuple[int, ...], first_id: int) -> _lanes.Lane:
+    def open_lane(self, outs: tuple[int, ...], first_id: int,
+                  reads: tuple[int, ...] = ()) -> _lanes.Lane:
         """Queue a gate here for ops another actor promises (``lanes.py``), producing the
         ids ``outs`` on this device among others (every id below ``first_id`` existed
-        before); that actor fills the returned lane."""
+        before) and reading ``reads``, which lanes still being filled must then not free;
+        that actor fills the returned lane."""
+        if reads and self._open_lanes:
+            self._note_reads(reads)
         lane = _lanes.Lane(first_id)
         self.executor.gates += 1
         self.submit(Gate(lane.token, outs), 0)

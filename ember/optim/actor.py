@@ -75,6 +75,7 @@ class OptimizerActor:
         """
         jobs = []
         outs_by_actor: dict[Any, list[int]] = {}
+        reads_by_actor: dict[Any, list[int]] = {}
         for group in groups:
             program = group[0][1].program
             out_names = program.outputs[1:] + program.scalar_outputs
@@ -92,10 +93,9 @@ class OptimizerActor:
             device = next((t.device for t in inputs if t.device.is_autodiff), inputs[0].device)
             _check(device, shapes, dtype)
             device_actor = device.actor
-            if device_actor._open_lanes:
-                # Lanes still being filled (a backward walk) must not free what this update
-                # reads: its reads go into a lane, not through the stream that notes them.
-                device_actor._note_reads(tuple([t._id for t in inputs]))
+            # Lanes still being filled (a backward walk) must not free what this update
+            # reads: its reads go into a lane, not through the stream that notes them.
+            reads_by_actor.setdefault(device_actor, []).extend(t._id for t in inputs)
             outs = tuple(next_id() for _ in shapes)
             for k, (param, plan) in enumerate(group):
                 made = [Tensor._new(out, shape, dtype, device) for out, shape in
@@ -108,7 +108,7 @@ class OptimizerActor:
             jobs.append((tuple(inputs), tuple(shapes), (dtype,) * len(shapes),
                          (program, tuple(host)), device, outs))
         first_id = next_id()
-        lanes = {actor: actor.open_lane(tuple(ids), first_id)
+        lanes = {actor: actor.open_lane(tuple(ids), first_id, tuple(reads_by_actor[actor]))
                  for actor, ids in outs_by_actor.items()}
         self._post([jobs, lanes, user_site(), threading.current_thread().name])
 
