@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import heapq
 import os
-import queue
 import sys
 import threading
 from typing import Any
 
 from ember import tracing as _trace
-from ember.actors.stats import ActorInfo
+from ember.actors.job_actor import JobActor
 
 from ember.autodiff.graph import LEAF, SELECT, Node, no_record
 from ember.ops.gradient_rules import BackwardContext
@@ -100,7 +99,7 @@ class _Recompute:
         self._memo.pop(node, None)
 
 
-class AutodiffActor:
+class AutodiffActor(JobActor):
     """Walks graphs backward on a thread of its own; one per process.
 
     ``backward`` does what only the caller can (checks, the seed, claiming the graph and
@@ -112,19 +111,12 @@ class AutodiffActor:
     ``statistics()`` counts its work.
     """
 
+    kind = "autodiff"
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._mailbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self.backward_calls = 0
         self.nodes_run = 0
-        self.messages = 0
-
-    def info(self) -> ActorInfo:
-        """This actor as ``em.list_actors()`` lists it."""
-        thread = self._thread
-        return ActorInfo("autodiff", "autodiff", "" if thread is None else thread.name,
-                         self.messages, self._mailbox.qsize())
 
     def backward(self, root: Any, grad: Any = None) -> Gradients:
         node = root._node
@@ -162,27 +154,15 @@ class AutodiffActor:
             outs[leaf.device.actor].append(handle._id)
         first_id = next_id()
         lanes = {actor: actor.open_lane(tuple(ids), first_id) for actor, ids in outs.items()}
-        self._post((node, grad, {leaf: (h._id, h.shape, h.dtype, h.device)
+        self.post((node, grad, {leaf: (h._id, h.shape, h.dtype, h.device)
                                  for leaf, h in promised.items()}, lanes, site,
                     threading.current_thread().name))
         return Gradients(promised)
 
-    def _post(self, job: tuple) -> None:
-        self.messages += 1
-        thread = self._thread
-        if thread is None or not thread.is_alive():
-            with self._lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._loop, name="ember-autodiff",
-                                                    daemon=True)
-                    self._thread.start()
-        self._mailbox.put(job)
+    def run_job(self, job: tuple) -> None:
+        self._walk_job(*job)
 
-    def _loop(self) -> None:
-        while True:
-            self._run(*self._mailbox.get())
-
-    def _run(self, root: Node, seed: Any, promised: dict, lanes: dict, site: tuple,
+    def _walk_job(self, root: Node, seed: Any, promised: dict, lanes: dict, site: tuple,
              poster: str) -> None:
         """One backward walk, its ops issued into ``lanes``; closes them whatever happens."""
         from ember.actors import lanes as _lanes

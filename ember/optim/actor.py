@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import math
 import os
-import queue
 import threading
 from typing import Any
 
 from ember import tracing as _trace
-from ember.actors.stats import ActorInfo
+from ember.actors.job_actor import JobActor
 from ember.autodiff.graph import no_record
 from ember.kernels import multi_update
 from ember.ops._core import EAGER, issue_multi, next_id, pinned_site, user_site
@@ -36,26 +35,19 @@ from ember.runtime import register_actor
 from ember.tensor import Tensor
 
 
-class OptimizerActor:
+class OptimizerActor(JobActor):
     """Submits the multi-tensor updates that ``promise`` handed it; one per process.
 
     ``info()`` is what ``em.list_actors()`` shows (kind ``"optimizer"``); ``steps`` and
     ``updates`` count the steps and the ``optimizer_update`` ops it has issued.
     """
 
+    kind = "optimizer"
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._mailbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self.messages = 0
+        super().__init__()
         self.steps = 0
         self.updates = 0
-
-    def info(self) -> ActorInfo:
-        """This actor as ``em.list_actors()`` lists it."""
-        thread = self._thread
-        return ActorInfo("optimizer", "optimizer", "" if thread is None else thread.name,
-                         self.messages, self._mailbox.qsize())
 
     def takes(self, device_actor: Any) -> bool:
         """Whether a group on ``device_actor`` can be promised now (not inside a graphed
@@ -110,24 +102,9 @@ class OptimizerActor:
         first_id = next_id()
         lanes = {actor: actor.open_lane(tuple(ids), first_id, tuple(reads_by_actor[actor]))
                  for actor, ids in outs_by_actor.items()}
-        self._post([jobs, lanes, user_site(), threading.current_thread().name])
+        self.post([jobs, lanes, user_site(), threading.current_thread().name])
 
-    def _post(self, job: list) -> None:
-        self.messages += 1
-        thread = self._thread
-        if thread is None or not thread.is_alive():
-            with self._lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._loop, name="ember-optimizer",
-                                                    daemon=True)
-                    self._thread.start()
-        self._mailbox.put(job)
-
-    def _loop(self) -> None:
-        while True:
-            self._run(self._mailbox.get())
-
-    def _run(self, job: list) -> None:
+    def run_job(self, job: list) -> None:
         """One step's updates, issued into its lanes; closes them whatever happens."""
         from ember.actors import lanes as _lanes
         from ember.actors.executor import kernel_error
