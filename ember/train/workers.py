@@ -3,18 +3,18 @@
 Each worker gets the dataset once (pickled by ``multiprocessing``: the dataset, never an
 ember tensor) and then batch index arrays on its own queue, round robin, as PyTorch's
 workers do, so batch ``k`` always goes to worker ``k % n`` and comes back to be yielded in
-order. A worker answers ``(k, arrays)`` or ``(k, exception)``; the exception is raised in
-the caller with its own type and message. Workers ignore SIGINT (the caller's Ctrl-C
-shuts them down) and exit by themselves once the process that started them is gone, so
-no worker outlives its loader.
+order. A worker answers ``(k, arrays)`` or ``(k, failure)``, its exception as plain data,
+which the caller raises again with its own type and message. Workers ignore SIGINT (the
+caller's Ctrl-C shuts them down) and exit by themselves once the process that started
+them is gone, so no worker outlives its loader.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import pickle
 import queue
 import signal
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -74,16 +74,28 @@ def _worker_loop(dataset: Any, fields: Any, collate_fn: Any, tasks: Any, results
             results.put((number, _portable(exc)))
 
 
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling (type and message intact), else a RuntimeError
-    naming its type."""
-    try:
-        copy = pickle.loads(pickle.dumps(exc))
-        if type(copy) is type(exc):
-            return exc
-    except Exception:  # noqa: BLE001 - an exception that does not pickle
-        pass
-    return RuntimeError(f"DataLoader worker: {type(exc).__name__}: {exc}")
+class _Failure(tuple):
+    """A worker's exception as plain data (its class's module and name, and its message):
+    what crosses back is never an object to unpickle, and the caller rebuilds it."""
+
+    __slots__ = ()
+
+    def rebuild(self) -> BaseException:
+        """The exception again, of its own type where that type takes a message, else a
+        RuntimeError naming it."""
+        module, name, message = self
+        found = sys.modules.get(module)
+        cls = getattr(found, name, None) if found is not None else None
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            try:
+                return cls(message)
+            except Exception:  # noqa: BLE001 - a constructor that wants other arguments
+                pass
+        return RuntimeError(f"DataLoader worker: {name}: {message}")
+
+
+def _portable(exc: BaseException) -> _Failure:
+    return _Failure((type(exc).__module__, type(exc).__qualname__, str(exc)))
 
 
 class WorkerPool:
@@ -123,8 +135,8 @@ class WorkerPool:
             while wanted not in done:
                 done.update([self._receive()])
             result = done.pop(wanted)
-            if isinstance(result, BaseException):
-                raise result
+            if isinstance(result, _Failure):
+                raise result.rebuild()
             yield result
         self.busy = False
 
