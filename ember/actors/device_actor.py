@@ -339,12 +339,13 @@ class DeviceActor:
         Runs what is queued on this thread when the worker is idle; a value computed
         already costs no message."""
         executor = self.executor
-        context = self._context_here()
-        if context is not None:
+        if self._caller_context is not None:
             if executor.taints is None and executor.computed(tensor_id):
                 # Final whatever runs meanwhile: nothing queued needs to run first.
                 return executor.read(tensor_id)
-            if self._queued_bytes <= _INLINE_BYTES and self._turn.acquire(False):
+            context = self._context_here()
+            if (context is not None and self._queued_bytes <= _INLINE_BYTES
+                    and self._turn.acquire(False)):
                 try:
                     with context:
                         self._run_here()

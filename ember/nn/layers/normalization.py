@@ -115,6 +115,27 @@ class RMSNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}")
 
 
+def _init_running_norm(module: Module, num_features: int, eps: float, momentum: float | None,
+                       affine: bool, track_running_stats: bool, device: Any, dtype: Any) -> None:
+    """What batch and instance norms hold: their settings, ``weight`` and ``bias`` when
+    affine, and the running statistics when tracked (instance norm keeps
+    ``num_batches_tracked`` as PyTorch does, for its state dicts, but never counts)."""
+    module.num_features = num_features
+    module.eps = eps
+    module.momentum = momentum
+    module.affine = affine
+    module.track_running_stats = track_running_stats
+    device = resolve_device(device)
+    c = (num_features,)
+    module.weight, module.bias = _affine(c, affine, dtype, device)
+    if track_running_stats:
+        module.running_mean = Buffer(zeros(c, dtype=dtype, device=device))
+        module.running_var = Buffer(ones(c, dtype=dtype, device=device))
+        module.num_batches_tracked = Buffer(full((), 0, dtype="int64", device=device))
+    else:
+        module.running_mean = module.running_var = module.num_batches_tracked = None
+
+
 class _BatchNorm(Module):
     """Shared by ``BatchNorm1d`` and ``BatchNorm2d``; subclasses name the input ranks."""
 
@@ -124,20 +145,8 @@ class _BatchNorm(Module):
                  affine: bool = True, track_running_stats: bool = True, *, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        self.num_features = num_features
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_running_stats = track_running_stats
-        device = resolve_device(device)
-        c = (num_features,)
-        self.weight, self.bias = _affine(c, affine, dtype, device)
-        if track_running_stats:
-            self.running_mean = Buffer(zeros(c, dtype=dtype, device=device))
-            self.running_var = Buffer(ones(c, dtype=dtype, device=device))
-            self.num_batches_tracked = Buffer(full((), 0, dtype="int64", device=device))
-        else:
-            self.running_mean = self.running_var = self.num_batches_tracked = None
+        _init_running_norm(self, num_features, eps, momentum, affine, track_running_stats,
+                           device, dtype)
 
     def reset_running_stats(self) -> None:
         """Running mean 0, running variance 1, no batches seen."""
@@ -267,21 +276,8 @@ class _InstanceNorm(Module):
                  affine: bool = False, track_running_stats: bool = False, *, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        self.num_features = num_features
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_running_stats = track_running_stats
-        device = resolve_device(device)
-        c = (num_features,)
-        self.weight, self.bias = _affine(c, affine, dtype, device)
-        if track_running_stats:
-            self.running_mean = Buffer(zeros(c, dtype=dtype, device=device))
-            self.running_var = Buffer(ones(c, dtype=dtype, device=device))
-            # PyTorch keeps this buffer (its state dicts hold it) but instance norm never counts.
-            self.num_batches_tracked = Buffer(full((), 0, dtype="int64", device=device))
-        else:
-            self.running_mean = self.running_var = self.num_batches_tracked = None
+        _init_running_norm(self, num_features, eps, momentum, affine, track_running_stats,
+                           device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         name = type(self).__name__

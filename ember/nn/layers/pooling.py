@@ -89,7 +89,20 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool2d(Module):
+class _AdaptivePool(Module):
+    """What the adaptive pools keep: the output size (and, for the max pools, whether to
+    return the chosen cells' indices)."""
+
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
     """The mean over adaptive windows that give a fixed output size, as PyTorch's.
 
     Output cell ``i`` of ``O`` along an input dim of size ``S`` averages cells
@@ -103,15 +116,8 @@ class AdaptiveAvgPool2d(Module):
         (N, C, H, W) or (C, H, W) → (..., h, w).
     """
 
-    def __init__(self, output_size: Any) -> None:
-        super().__init__()
-        self.output_size = output_size
-
     def forward(self, x: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(x, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -157,42 +163,27 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool1d(Module):
+class AdaptiveAvgPool1d(_AdaptivePool):
     """The mean over adaptive windows that give ``output_size`` cells along L.
 
     Shape: (N, C, L) or (C, L) → (..., output_size).
     """
 
-    def __init__(self, output_size: int) -> None:
-        super().__init__()
-        self.output_size = output_size
-
     def forward(self, x: Tensor) -> Tensor:
         return P.adaptive_avg_pool1d(x, self.output_size)
 
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
-
-class AdaptiveMaxPool1d(Module):
+class AdaptiveMaxPool1d(_AdaptivePool):
     """The max over adaptive windows that give ``output_size`` cells along L.
 
     Shape: (N, C, L) or (C, L) → (..., output_size).
     """
 
-    def __init__(self, output_size: int, return_indices: bool = False) -> None:
-        super().__init__()
-        self.output_size = output_size
-        self.return_indices = return_indices
-
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return P.adaptive_max_pool1d(x, self.output_size, self.return_indices)
 
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
-
-class AdaptiveMaxPool2d(Module):
+class AdaptiveMaxPool2d(_AdaptivePool):
     """The max over adaptive windows that give a fixed output size, as PyTorch's.
 
     Output cell ``i`` of ``O`` along an input dim of size ``S`` covers cells
@@ -210,13 +201,5 @@ class AdaptiveMaxPool2d(Module):
         (1, 64, 5, 7)
     """
 
-    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
-        super().__init__()
-        self.output_size = output_size
-        self.return_indices = return_indices
-
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return P.adaptive_max_pool2d(x, self.output_size, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
