@@ -210,8 +210,9 @@ class Learner:
         """Train until ``epochs`` epochs in total (so a resumed learner continues).
 
         Raises:
-            The failure itself (a ``KernelError`` naming the user's line, or what the
-            dataset or ``loss_fn`` raised), never the exception groups of its tasks.
+            Exception: the failure itself (a ``KernelError`` naming the user's line, or
+                what the dataset or ``loss_fn`` raised), never the exception groups of its
+                tasks.
         """
         self._site = caller_site()
         try:
@@ -271,7 +272,7 @@ class Learner:
         """Every metric over ``loader`` with the model in eval mode; returns {name: value}.
 
         Raises:
-            The failure itself, as ``fit`` does.
+            Exception: the failure itself, as ``fit`` does.
         """
         self._site = caller_site()
         return await self._evaluate(loader)
