@@ -165,7 +165,8 @@ def test_each_precision_errs_within_its_bound_for_every_layout(restore_precision
         got = (a @ b).numpy()
         assert got.shape == np.matmul(a_np, b_np).shape and got.dtype == np.float32
         errors[name] = _relative_error(got, a_np, b_np)
-    # Measured on an H200 at K = 4096: 4e-7, 1.6e-6 and 4.4e-5 (benchmarks/probe_precision.py).
+    # Measured on an H200 at K = 4096: 4e-7, 1.6e-6 and 4.4e-5
+    # (benchmarks/probes/probe_precision.py).
     assert errors["highest"] < 2e-6
     assert errors["high"] < 1e-5
     assert errors["medium"] < 1e-3

@@ -5,7 +5,7 @@ Most of a training step's matrix products on an H200 fill less than a wave of th
 (an encoder layer's 2048×768 products are 96 tiles of 128×128 on 132 SMs), and a
 backward pass makes them in independent pairs: a linear's input gradient G·W and its
 weight gradient Gᵀ·X read the same G and not each other. Two of them on two streams
-finish sooner than one after the other (``benchmarks/probe_streams.py``). A CUDA graph
+finish sooner than one after the other (``benchmarks/probes/probe_streams.py``). A CUDA graph
 keeps the two branches, so its replays get the overlap for nothing; eager runs stay on
 one stream, where the events would cost host time that eager steps lack.
 

@@ -3,7 +3,7 @@ the operand layouts of the encoder layer's and the MLP's products, at "highest" 
 "high". Each figure: the host's perf_counter over 200 calls issued back to back, divided
 by 200 (the GPU keeps up or falls behind: the second column is its time per call).
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_host.py`` on a machine with a GPU.
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_host.py`` on a machine with a GPU.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Probe (not a benchmark of record): the generated custom_gelu kernel's bandwidth on
 the H200 against its grid size, beside a plain float4 copy, to see what the
-fused-elementwise launch should choose. Run: PYTHONPATH=. python3 benchmarks/probe_grid.py
+fused-elementwise launch should choose. Run: PYTHONPATH=. python3 benchmarks/probes/probe_grid.py
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the runtime is instrumented and the figures are the plain run's; it includes the
 sync's wait, which spins. Also: the worker's batches per step, and the fused kernels
 compiled while measuring (0 in a steady state).
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_threads.py [mlp_step] [encoder_layer]
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_threads.py [mlp_step] [encoder_layer]
 [--precision highest|high|medium] [--steps N]`` on a machine with a GPU.
 """
 

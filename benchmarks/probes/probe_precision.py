@@ -2,7 +2,7 @@
 cuBLAS SGEMM, TF32, and three TF32 products of split operands (a = hi + lo, each part
 exact in TF32; a b ~ hi hi + hi lo + lo hi).
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_precision.py`` on a machine with a GPU.
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_precision.py`` on a machine with a GPU.
 """
 
 from __future__ import annotations

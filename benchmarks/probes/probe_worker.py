@@ -2,7 +2,7 @@
 time spent running, not waiting for the GIL or the GPU), for the MLP and encoder steps of
 bench_cuda.py issued 10 at a time, beside the caller's CPU time issuing them.
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_worker.py [mlp_step] [encoder_layer]
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_worker.py [mlp_step] [encoder_layer]
 [--precision highest|high|medium] [--detail]`` (``--detail``: also the parts of fused
 groups' and calls' runs, indented).
 """

@@ -2,7 +2,7 @@
 (gemm.py's call), each algorithm cuBLASLt's heuristic offers (its first pick, and the
 fastest when all are timed) and torch.matmul, on the same operands.
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_lt.py [--dtype float32] [--most 16]`` on a
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_lt.py [--dtype float32] [--most 16]`` on a
 machine with a GPU. Prints one row per product and the sums per workload.
 """
 
@@ -13,7 +13,7 @@ import sys
 import cupy
 import torch
 
-from benchmarks import cublaslt
+from benchmarks.probes import cublaslt
 from benchmarks.bench_cuda import event_seconds, take_option
 from ember.kernels.cupy import gemm
 

@@ -17,7 +17,7 @@ back to unfused ops (with their errors), autotune misses, and the caller's issue
 result kept until then) and reports per step; the default is 1. Also counted: how
 often and how long the caller waited for room in the device's queue (back-pressure).
 
-Run: ``PYTHONPATH=. python3 benchmarks/profile_cuda.py [encoder_layer] [mlp_step]
+Run: ``PYTHONPATH=. python3 benchmarks/probes/profile_cuda.py [encoder_layer] [mlp_step]
 [learner] [--in-flight K] [--top N] [--cprofile]`` on a machine with a GPU. ``learner`` fits the MLP
 with ``Learner`` on one GPU (no table): it profiles what a later workload inherits.
 """

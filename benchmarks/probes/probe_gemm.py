@@ -3,7 +3,7 @@ dtype and size (CUDA events, the product alone, no host path; the best of three
 interleaved rounds): does ember call the same kernels? Also ember's call on a handle
 whose workspace was never set.
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_gemm.py`` on a machine with a GPU.
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_gemm.py`` on a machine with a GPU.
 """
 
 from __future__ import annotations

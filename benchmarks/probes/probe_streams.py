@@ -12,7 +12,8 @@ two streams (side_stream.py) and on one (``EMBER_SIDE_STREAM=0``), each in proce
 its own, alternating (a graph is kept per step structure, so one process replays one
 kind), against torch eager in the same processes.
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_streams.py [--encoder]`` on a machine with a GPU.
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_streams.py [--encoder]`` on a machine
+with a GPU.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Python) and as a plain one: wall per step with ``--in-flight`` steps before a sy
 caller's issue time, the worker's time in each part of a replay (copies out, copies in,
 the launch, the rest), and the GPU time of each graph launch (CUDA events around it).
 
-Run: ``PYTHONPATH=. python3 benchmarks/probe_replay.py`` on a machine with a GPU.
+Run: ``PYTHONPATH=. python3 benchmarks/probes/probe_replay.py`` on a machine with a GPU.
 """
 
 from __future__ import annotations

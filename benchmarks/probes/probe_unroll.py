@@ -3,7 +3,7 @@ several vectors loaded per thread before computing (codegen's ``unroll``), block
 grids, beside float4 copies of the same shapes and torch's kernels. Every variant's
 output is checked bit for bit against the first one's.
 
-Run: PYTHONPATH=. python3 benchmarks/probe_unroll.py
+Run: PYTHONPATH=. python3 benchmarks/probes/probe_unroll.py
 Prints one markdown row per variant and size: TB/s counting 2 passes (read + write).
 """
 
