@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -148,11 +149,20 @@ def test_tutorial_renders(open_page):
 
 def test_search_finds_cross_entropy(open_page, base_url):
     page = open_page("")
-    page.page.locator("input.md-search__input").fill("cross_entropy")
+    query = page.page.locator("input.md-search__input")
     results = page.page.locator(".md-search-result__item")
-    # The results list fills in a dropdown that Material opens on focus: wait for the items
-    # to exist, whatever its animation.
-    results.first.wait_for(state="attached", timeout=15_000)
+    # Material searches on key events (so type, not fill), in a web worker whose index
+    # "networkidle" does not wait for: a query typed before it is ready finds nothing, so
+    # type it again until results come (they fill a dropdown Material opens on focus:
+    # wait for the items to exist).
+    deadline = time.monotonic() + 60
+    while results.count() == 0 and time.monotonic() < deadline:
+        query.fill("")
+        query.press_sequentially("cross_entropy")
+        try:
+            results.first.wait_for(state="attached", timeout=3_000)
+        except sync_api.TimeoutError:
+            pass
     links = [results.nth(i).locator("a").first.get_attribute("href")
              for i in range(results.count())]
     assert any("reference/functional/" in link for link in links), links
