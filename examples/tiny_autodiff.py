@@ -188,9 +188,6 @@ def cross_entropy(logits: Var, target: np.ndarray) -> Var:
 
 # ----- an MLP on digits -----------------------------------------------------------------
 
-LAYERS = ("0", "2")  # the names nn.Sequential gives Linear layers around a ReLU
-
-
 def init_mlp(sizes: tuple[int, ...] = (64, 64, 10), seed: int = 0) -> dict[str, np.ndarray]:
     """Weights named as ember's ``nn.Sequential(Linear, ReLU, Linear)`` names them, so the
     same dict loads into either (PyTorch's uniform(±1/sqrt(fan_in)) init)."""
@@ -257,9 +254,12 @@ def ember_gradients(weights: dict[str, np.ndarray], x: np.ndarray,
     from ember import nn
 
     device = em.cpu().autodiff()
-    sizes = [weights["0.weight"].shape[1]] + [weights[f"{n}.weight"].shape[0] for n in LAYERS]
-    model = nn.Sequential(nn.Linear(sizes[0], sizes[1], device=device), nn.ReLU(),
-                          nn.Linear(sizes[1], sizes[2], device=device))
+    names = sorted({k.split(".")[0] for k in weights}, key=int)
+    layers: list[nn.Module] = []
+    for name in names:
+        fan_out, fan_in = weights[f"{name}.weight"].shape
+        layers += [nn.Linear(fan_in, fan_out, device=device), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])  # the names line up: Linear, ReLU, Linear, ...
     model.load_state_dict(weights)
     loss = nn.F.cross_entropy(model(em.tensor(x, device=device)), em.tensor(y, device=device))
     grads = loss.backward()

@@ -21,7 +21,7 @@ from train_digits import load_data  # noqa: E402
 
 # ----- tiny_autodiff ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("sizes,batch", [((64, 32, 10), 16), ((64, 7, 10), 1)])
+@pytest.mark.parametrize("sizes,batch", [((64, 32, 10), 16), ((64, 7, 10), 1), ((64, 24, 12, 10), 5)])
 def test_tiny_autodiff_gives_embers_gradients(sizes, batch):
     (x, y), _ = load_data()
     rows = np.random.default_rng(3).choice(len(x), batch, replace=False)
