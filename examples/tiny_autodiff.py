@@ -247,13 +247,14 @@ def train(epochs: int = 10, batch_size: int = 64, lr: float = 0.2, seed: int = 0
 # ----- the same gradients from ember ------------------------------------------------------
 
 
-def ember_gradients(weights: dict[str, np.ndarray], x: np.ndarray,
-                    y: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
-    """The same loss and gradients, computed by ember's autodiff on the CPU."""
+def ember_gradients(weights: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
+                    checkpointing: str | None = None) -> tuple[float, dict[str, np.ndarray]]:
+    """The same loss and gradients, computed by ember's autodiff on the CPU
+    (``checkpointing="balanced"``: recomputing memory-bound ops' outputs in backward)."""
     import ember as em
     from ember import nn
 
-    device = em.cpu().autodiff()
+    device = em.cpu().autodiff(checkpointing=checkpointing)
     names = sorted({k.split(".")[0] for k in weights}, key=int)
     layers: list[nn.Module] = []
     for name in names:

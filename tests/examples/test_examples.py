@@ -21,13 +21,15 @@ from train_digits import load_data  # noqa: E402
 
 # ----- tiny_autodiff ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("sizes,batch", [((64, 32, 10), 16), ((64, 7, 10), 1), ((64, 24, 12, 10), 5)])
-def test_tiny_autodiff_gives_embers_gradients(sizes, batch):
+@pytest.mark.parametrize("sizes,batch", [((64, 32, 10), 16), ((64, 7, 10), 1),
+                                         ((64, 24, 12, 10), 5)])
+@pytest.mark.parametrize("checkpointing", [None, "balanced"])
+def test_tiny_autodiff_gives_embers_gradients(sizes, batch, checkpointing):
     (x, y), _ = load_data()
     rows = np.random.default_rng(3).choice(len(x), batch, replace=False)
     weights = tiny.init_mlp(sizes, seed=1)
     loss, ours = tiny.gradients(weights, x[rows], y[rows])
-    ember_loss, theirs = tiny.ember_gradients(weights, x[rows], y[rows])
+    ember_loss, theirs = tiny.ember_gradients(weights, x[rows], y[rows], checkpointing)
     assert loss == pytest.approx(ember_loss, rel=1e-5)
     assert set(ours) == set(theirs) == set(weights)
     for name in weights:
