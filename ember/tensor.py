@@ -163,9 +163,11 @@ class Tensor:
             from ember.errors import ShapeError
 
             raise ShapeError(f"item: needs a tensor of one element, got shape {self.shape}")
-        if self._host is None:
+        host = self._host
+        if host is None:
             _refuse_inside_trio("item")
-        return self.numpy().reshape(()).item()
+            host = self._read_blocking()
+        return host.item(0)
 
     def tolist(self) -> Any:
         if self._host is None:

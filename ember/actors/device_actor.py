@@ -39,7 +39,7 @@ from ember.actors.stats import ActorInfo, Stats
 from ember.actors.waiter import Later, Waiter
 from ember.errors import KernelError
 from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, ReplayStep, Send,
-                      StepBegin, StepEnd)
+                      StepBegin, StepEnd, Upload)
 from ember.kernels import worker_hooks
 from ember.kernels.fusion.planner import ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS
 
@@ -61,6 +61,10 @@ _BATCH_OPS = 1024
 # An op whose output is at least this large wakes a lazily woken worker: its kernel
 # runs while the caller goes on (smaller ones cost less than the wake). A guess.
 _WAKE_BYTES = 1 << 18
+# EMBER_AT_ONCE=0: tiny ops always queue (for comparison).
+AT_ONCE = os.environ.get("EMBER_AT_ONCE", "1") not in ("", "0")
+# Tiny ops run at once when nothing but this many drops is queued (``_run_at_once``).
+_AT_ONCE_DROPS = 4
 # A reader runs what is queued itself only while its outputs come to at most this many
 # bytes: small work, where a thread wake would cost more than the work. Larger work goes
 # to the worker, which keeps it off the caller's thread (a guess).
@@ -169,6 +173,10 @@ class DeviceActor:
         self._urgent = threading.Event()  # someone waits: stop lingering
         # Submitting wakes the worker at the first message only where nobody else may run.
         self._wake_at_once = self._caller_context is None
+        # Ops whose outputs are at most this many bytes run on the submitting thread when
+        # nothing is queued or running (``_run_at_once``); 0: never.
+        self._at_once_bytes = (getattr(backend, "at_once_bytes", 0)
+                               if AT_ONCE and self._caller_context is not None else 0)
         self._waiters: dict[int, Waiter] = {}
         # Turns: the worker's batches on a GPU are host work (launches the device runs
         # later) that needs the GIL, which a caller issuing meanwhile holds: CPython hands
@@ -228,6 +236,8 @@ class DeviceActor:
         if self._open_lanes:
             self._note_reads(msg.inputs if type(msg) is Call or type(msg) is MultiCall else ())
         pending = self._pending
+        if nbytes <= self._at_once_bytes and len(pending) <= _AT_ONCE_DROPS and self._run_at_once(msg):
+            return
         pending.append(msg)
         self._submitted = self._submit_count()
         self._queued_bytes += nbytes
@@ -243,6 +253,35 @@ class DeviceActor:
         if (n + self._claimed_ops > self.max_ops
                 or self._queued_bytes + self._claimed_bytes > self.max_bytes):
             self._throttle()
+
+    def _run_at_once(self, msg: Any) -> bool:
+        """Run a tiny op or upload on this thread now, if nothing but a few drops is queued
+        and nothing runs; returns whether it ran. Its kernel costs less than queuing it would, and the
+        planner would not fuse it (the backend's ``at_once_bytes`` is below its fusion
+        threshold), so the read that follows finds it computed. Collectives and other
+        ops that wait on other threads never run here: the caller may be about to feed
+        that wait."""
+        kind = type(msg)
+        if (not (kind is Call and msg.op in _JOINABLE or kind is Upload)
+                or self._in_step or not self._turn.acquire(False)):
+            return False
+        try:
+            executor, pending = self.executor, self._pending
+            queued = list(pending)  # one step under the GIL: other threads append meanwhile
+            if (executor.in_step or self._stopping
+                    or not all([type(drop) is Drop for drop in queued])):
+                return False
+            context = self._context_here()
+            if context is None:
+                return False
+            self._submitted = self._submit_count()
+            for _ in queued:  # the drops of handles that died since the last op
+                executor.drop_now(pending.popleft().id)
+            with context:
+                executor.run_one(msg)
+            return True
+        finally:
+            self._turn.release()
 
     def open_lane(self, outs: tuple[int, ...], first_id: int,
                   reads: tuple[int, ...] = ()) -> _lanes.Lane:

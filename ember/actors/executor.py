@@ -184,6 +184,30 @@ class Executor:
             self.abandon(batch[max(i - 1, 0):], exc)
             raise
 
+    def run_one(self, msg: Any) -> None:
+        """Run one op or upload submitted while nothing was queued (``_run_at_once``)."""
+        if _trace.active():
+            self.run_messages([msg])
+        elif type(msg) is Call:
+            self._on_call(msg)
+        else:
+            self._on_upload(msg)
+
+    def drop_now(self, tensor_id: int) -> None:
+        """Free a value whose handle died (its drop taken off the queue by ``_run_at_once``)."""
+        if self._taints is not None:
+            self._taints.of.pop(tensor_id, None)
+        value = self._env.pop(tensor_id, None)
+        if value is None:
+            self._failed.pop(tensor_id, None)
+            return
+        self.bytes_held -= self.backend.release(value)
+
+    @property
+    def in_step(self) -> bool:
+        """Whether an ``em.graphed`` step is being collected (its ops must not run apart)."""
+        return self._step is not None
+
     def abandon(self, messages: Any, cause: BaseException) -> None:
         """Fail what ``messages`` would have made and answer their waiters: a run stopped
         by an exception that is not an op's (each failed read then says so, never hangs)."""
@@ -511,13 +535,7 @@ class Executor:
             self._failed[msg.out] = kernel_error("upload", msg.site, exc)
 
     def _on_drop(self, msg: Drop) -> None:
-        if self._taints is not None:
-            self._taints.of.pop(msg.id, None)
-        value = self._env.pop(msg.id, None)
-        if value is None:
-            self._failed.pop(msg.id, None)
-            return
-        self.bytes_held -= self.backend.release(value)
+        self.drop_now(msg.id)
 
     def _on_fetch(self, msg: Fetch) -> None:
         waiter = self._waiters.pop(msg.ticket)

@@ -439,7 +439,7 @@ def test_eager_and_lazy_give_identical_results():
 def test_worker_crash_fails_readers_instead_of_hanging(monkeypatch):
     device = em.cpu(9)
     actor = device.actor
-    x = em.ones(3, device=device)
+    x = em.ones(4096, device=device)  # large enough to queue: tiny ops run at once when idle
     em.sync(device)
 
     def crash(batch):

@@ -21,6 +21,7 @@ import ember.kernels.numpy.sorting  # noqa: F401
 from ember.kernels.fusion.planner import FusionPlanner
 from ember.kernels.numpy import fused
 from ember.kernels.numpy.pool import BufferPool
+from ember.kernels.numpy.quiet import quiet
 from ember.kernels.numpy.table import KERNELS, NP, to_numpy
 
 
@@ -47,6 +48,10 @@ class NumpyBackend:
                 self.pool.made(value)
         return result
 
+    # Tiny ops run on their caller's thread when the device is idle: at most this many
+    # output bytes, below the planner's fusion threshold (float32 elements).
+    at_once_bytes = fused.MIN_FUSED_ELEMENTS * 4
+
     # No GPU-style limit on kernel arguments; a guess that keeps chunk working sets small.
     MAX_FUSED_INPUTS = 16
 
@@ -60,11 +65,9 @@ class NumpyBackend:
             self.pool.made(value)
         return outputs
 
-    @staticmethod
-    def caller_context() -> np.errstate:
-        """Entered by a thread other than the worker to run batches (a reader): inf and
-        nan are results there too, not warnings."""
-        return np.errstate(all="ignore")
+    # Entered by a thread other than the worker to run batches (a reader): inf and nan
+    # are results there too, not warnings.
+    caller_context = staticmethod(quiet)
 
     def upload(self, data: np.ndarray) -> np.ndarray:
         self.pool.made(data)
