@@ -320,6 +320,10 @@ class Tensor:
     def argmax(self, dim=None, keepdim=False): return _red.arg_reduce("argmax", self, dim, keepdim)
     def argmin(self, dim=None, keepdim=False): return _red.arg_reduce("argmin", self, dim, keepdim)
     def cumsum(self, dim): return _red.cumsum(self, dim)
+    def cumprod(self, dim, *, dtype=None): return _scans.cumprod(self, dim, dtype=dtype)
+    def cummax(self, dim): return _scans.cummax(self, dim)
+    def cummin(self, dim): return _scans.cummin(self, dim)
+    def logcumsumexp(self, dim): return _scans.logcumsumexp(self, dim)
     def sort(self, dim=-1, descending=False): return _sort.sort(self, dim, descending)
     def argsort(self, dim=-1, descending=False): return _sort.argsort(self, dim, descending)
     def topk(self, k, dim=-1, largest=True, sorted=True): return _sort.topk(self, k, dim, largest, sorted)
@@ -430,5 +434,6 @@ from ember.ops import elementwise as _ew  # noqa: E402
 from ember.ops import indexing as _idx  # noqa: E402
 from ember.ops import linalg as _linalg  # noqa: E402
 from ember.ops import reduction as _red  # noqa: E402
+from ember.ops import scans as _scans  # noqa: E402
 from ember.ops import shape as _shape  # noqa: E402
 from ember.ops import sorting as _sort  # noqa: E402

@@ -87,6 +87,8 @@ REFUSED_OPS: dict[str, str] = {
     **{op: "no matrix decompositions in WGSL; help: move the tensor to em.cpu() for this op"
        for op in ("linalg_inv", "linalg_det", "linalg_solve", "linalg_cholesky", "linalg_qr",
                   "linalg_svd", "linalg_eigh")},
+    **{op: "no WGSL kernel for this running op yet (cumsum has one); help: move the tensor "
+           "to em.cpu() for this op" for op in ("cumprod", "logcumsumexp", "cummax", "cummin")},
 }
 
 
