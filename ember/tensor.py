@@ -368,6 +368,8 @@ class Tensor:
 
     def gather(self, dim, index): return _idx.gather(self, dim, index)
     def scatter_add(self, dim, index, src): return _idx.scatter_add(self, dim, index, src)
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None): return _scatter.scatter(self, dim, index, src, value=value, reduce=reduce)
+    def scatter_reduce(self, dim, index, src, reduce, *, include_self=True): return _scatter.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
     def index_select(self, dim, index): return _idx.index_select(self, dim, index)
     def masked_fill(self, mask, value): return _idx.masked_fill(self, mask, value)
     def index_put(self, key, value): return _idx.index_put(self, key, value)
@@ -435,5 +437,6 @@ from ember.ops import indexing as _idx  # noqa: E402
 from ember.ops import linalg as _linalg  # noqa: E402
 from ember.ops import reduction as _red  # noqa: E402
 from ember.ops import scans as _scans  # noqa: E402
+from ember.ops import scatter as _scatter  # noqa: E402
 from ember.ops import shape as _shape  # noqa: E402
 from ember.ops import sorting as _sort  # noqa: E402

@@ -23,7 +23,7 @@ minimum fmod lerp logical_not logical_and logical_or logical_xor isclose allclos
 sum mean prod max min var std argmax argmin any all logsumexp cumsum cumprod cummax cummin logcumsumexp sort argsort topk norm
 std_mean var_mean
 reshape flatten squeeze unsqueeze permute transpose chunk split flip roll clone tril triu
-diag diagonal repeat_interleave gather scatter_add index_select masked_fill masked_select
+diag diagonal repeat_interleave gather scatter scatter_add scatter_reduce index_select masked_fill masked_select
 matmul softmax log_softmax nonzero unique
 """.split()
 

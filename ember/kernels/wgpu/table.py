@@ -89,6 +89,9 @@ REFUSED_OPS: dict[str, str] = {
                   "linalg_svd", "linalg_eigh")},
     **{op: "no WGSL kernel for this running op yet (cumsum has one); help: move the tensor "
            "to em.cpu() for this op" for op in ("cumprod", "logcumsumexp", "cummax", "cummin")},
+    **{op: "no WGSL kernel for scatter with overwrite or a reduction yet (scatter_add has "
+           "one); help: move the tensor to em.cpu() for this op"
+       for op in ("scatter", "scatter_reduce")},
 }
 
 
