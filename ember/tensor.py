@@ -340,6 +340,7 @@ class Tensor:
 
     def reshape(self, *shape): return _shape.reshape(self, shape)
     def view(self, *shape): return _shape.reshape(self, shape)
+    def unfold(self, dimension, size, step): return _rearrange.unfold(self, dimension, size, step)
     def flatten(self, start=0, end=-1): return _shape.flatten(self, start, end)
     def squeeze(self, dim=None): return _shape.squeeze(self, dim)
     def unsqueeze(self, dim): return _shape.unsqueeze(self, dim)
