@@ -339,7 +339,11 @@ class Tensor:
     def T(self): return _shape.t(self)
 
     def reshape(self, *shape): return _shape.reshape(self, shape)
-    def view(self, *shape): return _shape.reshape(self, shape)
+    def view(self, *shape):
+        # view(dtype) is a bitcast; view(sizes) a reshape, as in PyTorch.
+        if len(shape) == 1 and not isinstance(shape[0], tuple | list) and not hasattr(shape[0], "__index__"):
+            return _conv.view_as_dtype(self, shape[0])
+        return _shape.reshape(self, shape)
     def unfold(self, dimension, size, step): return _rearrange.unfold(self, dimension, size, step)
     def flatten(self, start=0, end=-1): return _shape.flatten(self, start, end)
     def squeeze(self, dim=None): return _shape.squeeze(self, dim)

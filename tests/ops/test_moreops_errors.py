@@ -91,3 +91,23 @@ def test_whole_array_scan_matches_numpy_accumulate(ufunc, n):
     lines[0, n // 2:n // 2 + 1] = np.nan
     got = scans._accumulate(mirror, ufunc, lines)
     np.testing.assert_allclose(got, getattr(np, ufunc).accumulate(lines, axis=-1), rtol=1e-12)
+
+
+def test_view_dtype_bitcasts_with_torchs_shape_rules():
+    torch = pytest.importorskip("torch")
+    x = (np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5)
+    for ember_dtype, torch_dtype in ((em.int32, torch.int32), (em.float16, torch.float16),
+                                     (em.float32, torch.float32)):
+        got, want = em.tensor(x).view(ember_dtype), torch.tensor(x).view(torch_dtype)
+        assert got.dtype is ember_dtype and got.shape == tuple(want.shape)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    halves = em.tensor(np.full((2, 4), 1.5, np.float16))
+    np.testing.assert_array_equal(halves.view(em.float32).numpy(),
+                                  np.full((2, 4), 1.5, np.float16).view(np.float32))
+    assert halves.view(em.int64).shape == (2, 1) and em.ones(2, 3).view(3, 2).shape == (3, 2)
+    with pytest.raises(em.ShapeError, match=r"^view: a 0-d tensor has no last dim"):
+        em.tensor(1.0).view(em.float16)
+    with pytest.raises(em.ShapeError, match=r"^view: the last dim of shape \(2, 3\) must hold"):
+        em.ones(2, 3, dtype=em.float16).view(em.float32)
+    tracked = em.ones(3, device=em.cpu().autodiff()).require_grad()
+    assert not tracked.view(em.int32).is_tracked

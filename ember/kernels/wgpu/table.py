@@ -92,6 +92,8 @@ REFUSED_OPS: dict[str, str] = {
     **{op: "no WGSL kernel for scatter with overwrite or a reduction yet (scatter_add has "
            "one); help: move the tensor to em.cpu() for this op"
        for op in ("scatter", "scatter_reduce")},
+    "bitcast": "wgpu stores int64 and bool in 32-bit words, so their bytes are not PyTorch's; "
+               "help: move the tensor to em.cpu() to view its bytes as another dtype",
 }
 
 
