@@ -111,3 +111,21 @@ def test_view_dtype_bitcasts_with_torchs_shape_rules():
         em.ones(2, 3, dtype=em.float16).view(em.float32)
     tracked = em.ones(3, device=em.cpu().autodiff()).require_grad()
     assert not tracked.view(em.int32).is_tracked
+
+
+def test_products_in_rounds_match_multiply_at():
+    # The path a module without multiply.at (CuPy) takes, through a stand-in module.
+    from ember.kernels.numpy import scatter
+
+    mirror = types.SimpleNamespace(**{name: getattr(np, name) for name in (
+        "ravel_multi_index", "broadcast_arrays", "argsort", "concatenate", "ones", "arange",
+        "maximum", "where")})
+    rng = np.random.default_rng(5)
+    out = rng.standard_normal((3, 4))
+    index = rng.integers(0, 3, (6, 4))
+    part = rng.standard_normal((6, 4))
+    key = (index, np.arange(4).reshape(1, 4))
+    want = out.copy()
+    np.multiply.at(want, key, part)
+    scatter._multiply_in_rounds(mirror, out, key, part)
+    np.testing.assert_allclose(out, want, rtol=1e-12)

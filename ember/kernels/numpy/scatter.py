@@ -3,7 +3,8 @@
 Both address the output through ``index``'s own grid: ``index`` in dim ``dim`` and
 broadcastable aranges elsewhere (as ``scatter_add``). ``scatter_reduce`` combines with the
 ufunc's unbuffered ``at``, so repeated positions all take part; float16 and bfloat16
-compute in float32 and round once.
+compute in float32 and round once. CuPy has ``at`` for add, maximum and minimum only (and no
+bool): products there run in rounds, each taking one not-yet-used entry per position.
 """
 
 from __future__ import annotations
@@ -63,10 +64,15 @@ def _scatter_reduce(msg, pool, x, index, src):
     dim, reduce, include_self = msg.attrs
     xp = namespace(x)
     compute = _F32 if x.dtype in _LOW_PRECISION else x.dtype
+    if xp is not np and compute == np.bool_:
+        compute = np.dtype(np.int32)
     out, key, part = _operands("scatter_reduce", pool, x, index, src, dim, compute)
     if not include_self:
         out[key] = _identity(reduce, compute)
-    getattr(xp, _UFUNCS[reduce]).at(out, key, part)
+    if reduce == "prod" and xp is not np:
+        _multiply_in_rounds(xp, out, key, part)
+    else:
+        getattr(xp, _UFUNCS[reduce]).at(out, key, part)
     if reduce == "mean":
         count = xp.full(out.shape, 1 if include_self else 0, dtype=np.int64)
         xp.add.at(count, key, 1)
@@ -74,3 +80,31 @@ def _scatter_reduce(msg, pool, x, index, src):
         count = xp.maximum(count, 1)
         out = (out // count if compute.kind == "i" else out / count).astype(compute, copy=False)
     return out.astype(x.dtype, copy=False).reshape(msg.shape)
+
+
+def _multiply_in_rounds(xp: Any, out: Any, key: tuple, part: Any) -> None:
+    """``multiply.at(out, key, part)`` from plain fancy-index updates: entries sorted by
+    target, round r multiplies in each target's r-th entry (no target twice in a round)."""
+    targets = xp.ravel_multi_index(xp.broadcast_arrays(*key), out.shape).reshape(-1)
+    values = part.reshape(-1)
+    if not targets.size:
+        return
+    order = xp.argsort(targets, kind="stable")
+    targets, values = targets[order], values[order]
+    starts = xp.concatenate([xp.ones(1, dtype=bool), targets[1:] != targets[:-1]])
+    positions = xp.arange(targets.size)
+    rank = positions - _running_max(xp, xp.where(starts, positions, 0))
+    flat = out.reshape(-1)
+    for r in range(int(rank.max()) + 1):
+        chosen = rank == r
+        flat[targets[chosen]] *= values[chosen]
+
+
+def _running_max(xp: Any, values: Any) -> Any:
+    """A running maximum by whole-array steps (no ``ufunc.accumulate`` in CuPy)."""
+    out = values.copy()
+    shift = 1
+    while shift < out.size:
+        out[shift:] = xp.maximum(out[:-shift], out[shift:])
+        shift *= 2
+    return out
