@@ -69,7 +69,9 @@ def conv3d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         x: (N, C_in, D, H, W) or (C_in, D, H, W), floating point.
         weight: (C_out, C_in / groups, K_d, K_h, K_w).
         bias: (C_out,) or None.
-        stride, padding, dilation: an int or 3 ints; ``padding`` may be "valid" or "same".
+        stride: an int or 3 ints.
+        padding: an int, 3 ints, "valid" or "same".
+        dilation: an int or 3 ints.
         groups: split the channels into this many independent convolutions.
 
     Shape:
@@ -165,8 +167,10 @@ def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
 
     Args:
         x: (N, C, D, H, W) or (C, D, H, W); floating point or integer.
-        kernel_size, stride (default: the kernel size), padding (at most half the kernel),
-            dilation: an int or 3 ints.
+        kernel_size: an int or 3 ints.
+        stride: an int or 3 ints; default (None) the kernel size.
+        padding: an int or 3 ints, at most half the kernel.
+        dilation: an int or 3 ints.
         ceil_mode: round the output size up, as ``max_pool2d``.
 
     Example:
@@ -205,8 +209,10 @@ def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
 
     Args:
         x: (N, C, D, H, W) or (C, D, H, W), floating point.
-        kernel_size, stride (default: the kernel size), padding, ceil_mode: as
-            ``max_pool3d``.
+        kernel_size: an int or 3 ints.
+        stride: an int or 3 ints; default (None) the kernel size.
+        padding: an int or 3 ints, at most half the kernel.
+        ceil_mode: round the output size up.
         count_include_pad: count zero padding in each window's divisor. Default True.
         divisor_override: a non-zero int to divide every window's sum by.
 

@@ -181,8 +181,8 @@ def logaddexp(a: Tensor, b: Any) -> Tensor:
     """``log(exp(a) + exp(b))`` without overflow: ``max + log1p(exp(-|a - b|))``.
 
     Args:
-        a, b: tensors that broadcast (``b`` may be a Python scalar); integers compute in
-            the default float.
+        a: a tensor; integers compute in the default float.
+        b: a tensor that broadcasts against ``a``, or a Python scalar.
 
     Example:
         >>> em.logaddexp(em.tensor([0.0, 1000.0]), em.tensor([0.0, 1000.0])).tolist()

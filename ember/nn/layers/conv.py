@@ -175,9 +175,17 @@ class Conv3d(_Conv):
     in_channels / groups · k_d · k_h · k_w).
 
     Args:
-        in_channels, out_channels, kernel_size (an int or 3 ints), stride, padding (an int,
-        3 ints, "valid" or "same"), dilation, groups, bias, padding_mode ("zeros"), device,
-        dtype: as ``Conv2d``.
+        in_channels: input channels, divisible by ``groups``.
+        out_channels: output channels, divisible by ``groups``.
+        kernel_size: an int or 3 ints.
+        stride: an int or 3 ints. Default 1.
+        padding: an int, 3 ints, "valid" or "same" (stride 1). Default 0.
+        dilation: an int or 3 ints. Default 1.
+        groups: Default 1.
+        bias: Default True.
+        padding_mode: only "zeros".
+        device: where the parameters are stored.
+        dtype: how they are stored (float32 by default).
 
     Shape:
         (N, C_in, D, H, W) or (C_in, D, H, W) → (N, C_out, D_out, H_out, W_out),

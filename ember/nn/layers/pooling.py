@@ -209,7 +209,11 @@ class MaxPool3d(_MaxPoolNd):
     """The maximum over each 3-D window, as ``torch.nn.MaxPool3d`` (no ``return_indices``).
 
     Args:
-        kernel_size, stride (default: the kernel size), padding, dilation: an int or 3 ints.
+        kernel_size: an int or 3 ints.
+        stride: an int or 3 ints; default (None) the kernel size.
+        padding: an int or 3 ints of -inf cells on both sides, at most half the kernel.
+        dilation: an int or 3 ints. Default 1.
+        return_indices: only False.
         ceil_mode: round the output size up instead of down.
 
     Shape:
