@@ -262,6 +262,16 @@ class Tensor:
     def sin(self): return _ew.unary("sin", self)
     def cos(self): return _ew.unary("cos", self)
     def tanh(self): return _ew.unary("tanh", self)
+    def asin(self): return _ew.unary("asin", self)
+    def acos(self): return _ew.unary("acos", self)
+    def atan(self): return _ew.unary("atan", self)
+    def sinh(self): return _ew.unary("sinh", self)
+    def cosh(self): return _ew.unary("cosh", self)
+    def asinh(self): return _ew.unary("asinh", self)
+    def acosh(self): return _ew.unary("acosh", self)
+    def atanh(self): return _ew.unary("atanh", self)
+    def atan2(self, other): return _ew.binary("atan2", self, other)
+    arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh = asin, acos, atan, atan2, asinh, acosh, atanh
     def sigmoid(self): return _ew.unary("sigmoid", self)
     def relu(self): return _ew.unary("relu", self)
     def gelu(self, approximate: str = "none"): return _ew.gelu(self, approximate)
@@ -284,6 +294,8 @@ class Tensor:
     def logical_xor(self, other): return _more.logical_xor(self, other)
     def lerp(self, end, weight): return _more.lerp(self, end, weight)
     def tan(self): return _more.tan(self)
+    def copysign(self, other): return _more.copysign(self, other)
+    def logaddexp(self, other): return _more.logaddexp(self, other)
     def log2(self): return _more.log2(self)
     def log10(self): return _more.log10(self)
     def exp2(self): return _more.exp2(self)
@@ -309,8 +321,12 @@ class Tensor:
     def std(self, dim=None, keepdim=False, correction=1): return _red.var("std", self, dim, keepdim, correction)
     def argmax(self, dim=None, keepdim=False): return _red.arg_reduce("argmax", self, dim, keepdim)
     def argmin(self, dim=None, keepdim=False): return _red.arg_reduce("argmin", self, dim, keepdim)
-    def cumsum(self, dim): return _red.cumsum(self, dim)
-    def sort(self, dim=-1, descending=False): return _sort.sort(self, dim, descending)
+    def cumsum(self, dim, *, dtype=None): return _red.cumsum(self if dtype is None else self.astype(dtype), dim)
+    def cumprod(self, dim, *, dtype=None): return _scans.cumprod(self, dim, dtype=dtype)
+    def cummax(self, dim): return _scans.cummax(self, dim)
+    def cummin(self, dim): return _scans.cummin(self, dim)
+    def logcumsumexp(self, dim): return _scans.logcumsumexp(self, dim)
+    def sort(self, dim=-1, descending=False, stable=False): return _sort.sort(self, dim, descending)  # always stable
     def argsort(self, dim=-1, descending=False): return _sort.argsort(self, dim, descending)
     def topk(self, k, dim=-1, largest=True, sorted=True): return _sort.topk(self, k, dim, largest, sorted)
     def norm(self, p=2, dim=None, keepdim=False): return _more.norm(self, p, dim, keepdim)
@@ -325,7 +341,12 @@ class Tensor:
     def T(self): return _shape.t(self)
 
     def reshape(self, *shape): return _shape.reshape(self, shape)
-    def view(self, *shape): return _shape.reshape(self, shape)
+    def view(self, *shape):
+        # view(dtype) is a bitcast; view(sizes) a reshape, as in PyTorch.
+        if len(shape) == 1 and not isinstance(shape[0], tuple | list) and not hasattr(shape[0], "__index__"):
+            return _conv.view_as_dtype(self, shape[0])
+        return _shape.reshape(self, shape)
+    def unfold(self, dimension, size, step): return _rearrange.unfold(self, dimension, size, step)
     def flatten(self, start=0, end=-1): return _shape.flatten(self, start, end)
     def squeeze(self, dim=None): return _shape.squeeze(self, dim)
     def unsqueeze(self, dim): return _shape.unsqueeze(self, dim)
@@ -354,6 +375,8 @@ class Tensor:
 
     def gather(self, dim, index): return _idx.gather(self, dim, index)
     def scatter_add(self, dim, index, src): return _idx.scatter_add(self, dim, index, src)
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None): return _scatter.scatter(self, dim, index, src, value=value, reduce=reduce)
+    def scatter_reduce(self, dim, index, src, reduce, *, include_self=True): return _scatter.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
     def index_select(self, dim, index): return _idx.index_select(self, dim, index)
     def masked_fill(self, mask, value): return _idx.masked_fill(self, mask, value)
     def index_put(self, key, value): return _idx.index_put(self, key, value)
@@ -420,5 +443,7 @@ from ember.ops import elementwise as _ew  # noqa: E402
 from ember.ops import indexing as _idx  # noqa: E402
 from ember.ops import linalg as _linalg  # noqa: E402
 from ember.ops import reduction as _red  # noqa: E402
+from ember.ops import scans as _scans  # noqa: E402
+from ember.ops import scatter as _scatter  # noqa: E402
 from ember.ops import shape as _shape  # noqa: E402
 from ember.ops import sorting as _sort  # noqa: E402

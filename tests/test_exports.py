@@ -34,6 +34,8 @@ clone tril triu diag diagonal repeat_interleave gather scatter_add index_select 
 masked_select matmul softmax log_softmax nonzero unique add sub subtract mul multiply
 true_divide floor_divide remainder eq ne lt le gt ge div einsum meshgrid det inverse t
 float double half long int linalg no_grad enable_grad is_grad_enabled empty normal
+asin acos atan atan2 sinh cosh asinh acosh atanh arcsin arccos arctan arctan2 arcsinh arccosh
+arctanh copysign logaddexp cumprod cummax cummin logcumsumexp scatter scatter_reduce
 """.split())
 
 
@@ -53,12 +55,12 @@ def test_submodule_names_of_the_api():
                  "AvgPool2d", "AdaptiveAvgPool2d", "Embedding", "LayerNorm", "RMSNorm",
                  "BatchNorm2d", "GroupNorm", "Dropout", "MultiHeadAttention",
                  "TransformerEncoderLayer", "LSTM", "GRU", "Sequential", "ReLU", "GELU", "SiLU",
-                 "Tanh", "functional", "F", "init"):
+                 "Tanh", "functional", "F", "init", "Conv3d", "MaxPool3d", "AvgPool3d"):
         assert hasattr(nn, name), name
     for name in ("relu", "gelu", "silu", "softmax", "log_softmax", "cross_entropy", "mse_loss",
                  "binary_cross_entropy_with_logits", "linear", "conv2d", "max_pool2d",
                  "avg_pool2d", "embedding", "layer_norm", "dropout",
-                 "scaled_dot_product_attention"):
+                 "scaled_dot_product_attention", "conv3d", "max_pool3d", "avg_pool3d"):
         assert hasattr(nn.functional, name), name
     for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "clip_grad_norm"):
         assert hasattr(optim, name), name
@@ -82,7 +84,9 @@ def test_tensor_methods_of_the_api_exist():
     tanh sigmoid relu gelu silu erf reciprocal clamp pow maximum minimum isnan isinf sum mean
     prod max min var std argmax argmin any all logsumexp cumsum sort argsort topk matmul reshape
     flatten squeeze unsqueeze permute transpose expand repeat chunk split gather scatter_add
-    index_select masked_fill index_put to astype detach __dlpack__ require_grad backward grad"""
+    index_select masked_fill index_put to astype detach __dlpack__ require_grad backward grad
+    asin acos atan atan2 sinh cosh asinh acosh atanh copysign logaddexp cumprod cummax cummin
+    logcumsumexp scatter scatter_reduce unfold"""
     missing = [m for m in methods.split() if not hasattr(em.Tensor, m)]
     assert not missing, missing
     for prop in ("shape", "dtype", "device", "ndim", "T", "is_tracked"):

@@ -60,7 +60,7 @@ __all__ += [
     "RMSNorm", "RNN", "RNNCell", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerEncoderLayer",
 ]
-from ember.nn.layers.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from ember.nn.layers.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
 from ember.nn.layers.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -68,11 +68,13 @@ from ember.nn.layers.pooling import (
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
 )
 from ember.nn.layers.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
-            "AvgPool1d", "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
-            "MaxPool1d", "MaxPool2d", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
+            "AvgPool1d", "AvgPool2d", "AvgPool3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+            "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d"]

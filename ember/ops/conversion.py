@@ -9,11 +9,11 @@ import numpy as np
 
 from ember import dtype as _dtype
 from ember.ops.recording import no_record, record
-from ember.ops.gradient_rules import differentiable
+from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.device import Device
-from ember.errors import DeviceError, DTypeError
+from ember.errors import DeviceError, DTypeError, ShapeError
 from ember.ir import Receive
-from ember.op_kinds import ELEMENTWISE, declare
+from ember.op_kinds import ELEMENTWISE, OTHER, declare
 from ember.ops import dtype_rules as rules
 from ember.ops._core import call, make, next_id, resolve_device, user_site
 from ember.tensor import Tensor, _refuse_inside_trio
@@ -21,6 +21,8 @@ from ember.tensor import Tensor, _refuse_inside_trio
 # A cast or an alias (a move onto an autodiff twin) fuses like any elementwise op.
 declare(ELEMENTWISE, "cast")
 declare(ELEMENTWISE, "alias", dtype_rule=rules.keep)
+declare(OTHER, "bitcast")
+not_differentiable("bitcast")
 
 _DEVICE_KINDS = ("cpu", "cuda", "wgpu")
 
@@ -36,6 +38,37 @@ def astype(x: Tensor, dtype: Any) -> Tensor:
     if target is x.dtype:
         return x
     return call("cast", (x,), x.shape, target)
+
+
+def view_as_dtype(x: Tensor, dtype: Any) -> Tensor:
+    """``x``'s bytes read as ``dtype`` (a bitcast), as ``Tensor.view(dtype)`` in PyTorch.
+
+    The same element size keeps the shape; a different one rescales the last dim
+    (float32 → float16 doubles it, float16 → float32 halves it: it must divide) and needs a
+    tensor of at least one dim. The result carries no gradient (PyTorch's neither).
+
+    Raises:
+        ShapeError: a 0-d tensor or a last dim that does not divide, for another size.
+
+    Example:
+        >>> em.tensor([1.0]).view(em.int32).tolist()
+        [1065353216]
+    """
+    target = _dtype.as_dtype(dtype)
+    if target is x.dtype:
+        return x
+    old, new = x.dtype.itemsize, target.itemsize
+    shape = x.shape
+    if old != new:
+        where = f"to view {x.dtype.name} as {target.name} (different element sizes)"
+        if not shape:
+            raise ShapeError(f"view: a 0-d tensor has no last dim {where}; help: reshape it "
+                             f"to (1,) first")
+        if (shape[-1] * old) % new:
+            raise ShapeError(f"view: the last dim of shape {shape} must hold a whole number "
+                             f"of {target.name} elements {where}")
+        shape = shape[:-1] + (shape[-1] * old // new,)
+    return call("bitcast", (x,), shape, target)
 
 
 def to(x: Tensor, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:

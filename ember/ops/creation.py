@@ -259,6 +259,9 @@ def linspace(start: Any, stop: Any, num: int, *, dtype: Any = None,
         raise ValueError(f"linspace: num must be an int >= 0, got {num!r}")
     start, stop = (_scalar_value("linspace", v) for v in (start, stop))
     target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
+    if target.kind == "b":
+        raise DTypeError("linspace: not defined for bool (as in PyTorch); help: use a numeric "
+                         "dtype and compare, e.g. em.linspace(0, 1, n) > 0.5")
     if target.kind != "f":
         start, stop = int(start), int(stop)  # as PyTorch: the ends truncate first
     return call("linspace", (), (num.__index__(),), target, (float(start), float(stop)),

@@ -39,6 +39,7 @@ _BINARY_RULES = {
     "eq": rules.to_bool, "ne": rules.to_bool, "lt": rules.to_bool, "le": rules.to_bool,
     "gt": rules.to_bool, "ge": rules.to_bool,
     "bitwise_and": rules.integral, "bitwise_or": rules.integral, "bitwise_xor": rules.integral,
+    "atan2": rules.floating,
 }
 
 _UNARY_RULES = {
@@ -49,6 +50,9 @@ _UNARY_RULES = {
     "cos": rules.floating, "tanh": rules.floating, "sigmoid": rules.floating,
     "gelu": rules.floating, "gelu_tanh": rules.floating, "silu": rules.floating,
     "erf": rules.floating, "reciprocal": rules.floating,
+    "asin": rules.floating, "acos": rules.floating, "atan": rules.floating,
+    "sinh": rules.floating, "cosh": rules.floating, "asinh": rules.floating,
+    "acosh": rules.floating, "atanh": rules.floating,
     "isnan": rules.to_bool, "isinf": rules.to_bool, "bitwise_not": rules.integral,
 }
 
@@ -449,6 +453,70 @@ def _sin_backward(ctx: Any, grad: Tensor) -> tuple:
 def _cos_backward(ctx: Any, grad: Tensor) -> tuple:
     (x,) = ctx.inputs
     return (grad * -x.sin(),)
+
+
+@differentiable("asin")
+def _asin_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * (1 - x * x).rsqrt(),)
+
+
+@differentiable("acos")
+def _acos_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (-grad * (1 - x * x).rsqrt(),)
+
+
+@differentiable("atan")
+def _atan_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad / (x * x + 1),)
+
+
+@differentiable("sinh")
+def _sinh_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * unary("cosh", x),)
+
+
+@differentiable("cosh")
+def _cosh_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * unary("sinh", x),)
+
+
+@differentiable("asinh")
+def _asinh_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad * (x * x + 1).rsqrt(),)
+
+
+@differentiable("acosh")
+def _acosh_backward(ctx: Any, grad: Tensor) -> tuple:
+    # 1 / sqrt((x - 1)(x + 1)): x² - 1 would cancel near x = 1.
+    (x,) = ctx.inputs
+    return (grad * ((x - 1) * (x + 1)).rsqrt(),)
+
+
+@differentiable("atanh")
+def _atanh_backward(ctx: Any, grad: Tensor) -> tuple:
+    (x,) = ctx.inputs
+    return (grad / (1 - x * x),)
+
+
+@differentiable("atan2")
+def _atan2_backward(ctx: Any, grad: Tensor) -> tuple:
+    """∂atan2(a, b)/∂a = b / (a² + b²), ∂/∂b = -a / (a² + b²)."""
+    scalar = _scalar_operand(ctx)
+    if scalar is not None:
+        value, is_lhs = scalar
+        (x,) = ctx.inputs
+        x = x.astype(ctx.dtype)
+        scale = grad / (x * x + value * value)
+        return ((-scale * value) if is_lhs else (scale * value),)
+    a, b = (t.astype(ctx.dtype) for t in ctx.inputs)
+    scale = grad / (a * a + b * b)
+    return ((scale * b if _wants(ctx, 0) else None), (-scale * a if _wants(ctx, 1) else None))
 
 
 @differentiable("tanh", inputs=False, output=True)

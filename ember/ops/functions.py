@@ -17,12 +17,13 @@ from ember.tensor import Tensor
 # Tensor methods that are also top-level functions, torch's list for each family.
 METHODS = """
 abs neg sign floor ceil round trunc exp exp2 expm1 log log1p log2 log10 sqrt rsqrt square
-sin cos tan tanh sigmoid relu erf reciprocal isnan isinf isfinite clamp clip pow maximum
+sin cos tan tanh asin acos atan atan2 sinh cosh asinh acosh atanh arcsin arccos arctan
+arctan2 arcsinh arccosh arctanh copysign logaddexp sigmoid relu erf reciprocal isnan isinf isfinite clamp clip pow maximum
 minimum fmod lerp logical_not logical_and logical_or logical_xor isclose allclose
-sum mean prod max min var std argmax argmin any all logsumexp cumsum sort argsort topk norm
+sum mean prod max min var std argmax argmin any all logsumexp cumsum cumprod cummax cummin logcumsumexp sort argsort topk norm
 std_mean var_mean
 reshape flatten squeeze unsqueeze permute transpose chunk split flip roll clone tril triu
-diag diagonal repeat_interleave gather scatter_add index_select masked_fill masked_select
+diag diagonal repeat_interleave gather scatter scatter_add scatter_reduce index_select masked_fill masked_select
 matmul softmax log_softmax nonzero unique
 """.split()
 

@@ -142,6 +142,61 @@ def tan(x: Tensor) -> Tensor:
     return x.sin() / x.cos()
 
 
+def copysign(a: Tensor, b: Any) -> Tensor:
+    """``|a|`` with the sign of ``b`` (a signed zero's sign counts), as ``torch.copysign``.
+
+    Args:
+        a: the magnitudes, a tensor of any dtype (integers and bools give the default float).
+        b: the signs: a tensor that broadcasts against ``a``, or a Python scalar.
+
+    Returns:
+        A floating tensor of the broadcast shape. Its gradient is ``sign`` of the result
+        over ``a`` (0 where ``a`` is 0) and none to ``b``.
+
+    Example:
+        >>> em.copysign(em.tensor([1.0, -2.0]), -0.0).tolist()
+        [-1.0, -2.0]
+    """
+    _check_tensor("copysign", a)
+    if isinstance(b, Tensor):
+        dtype = _dtype.result_type([(a.dtype, bool(a.shape)), (b.dtype, bool(b.shape))], [])
+        negative = _signbit(b)
+    else:
+        dtype = a.dtype
+        negative = math.copysign(1.0, _ew._scalar("copysign", b)) < 0
+    magnitude = a.astype(dtype if dtype.kind == "f" else _dtype.DEFAULT_FLOAT).abs()
+    if not isinstance(negative, Tensor):
+        return -magnitude if negative else magnitude
+    return where(negative, -magnitude, magnitude)
+
+
+def _signbit(b: Tensor) -> Tensor:
+    """True where ``b`` is negative or -0.0 (1 / -0.0 is -inf)."""
+    if b.dtype.kind != "f":
+        return b < 0
+    return (b < 0) | ((b == 0) & (b.reciprocal() < 0))
+
+
+def logaddexp(a: Tensor, b: Any) -> Tensor:
+    """``log(exp(a) + exp(b))`` without overflow: ``max + log1p(exp(-|a - b|))``.
+
+    Args:
+        a: a tensor; integers compute in the default float.
+        b: a tensor that broadcasts against ``a``, or a Python scalar.
+
+    Example:
+        >>> em.logaddexp(em.tensor([0.0, 1000.0]), em.tensor([0.0, 1000.0])).tolist()
+        [0.6931471824645996, 1000.6931762695312]
+    """
+    _check_tensor("logaddexp", a)
+    a = _as_float(a)
+    b = _as_float(b) if isinstance(b, Tensor) else float(_ew._scalar("logaddexp", b))
+    high = _ew.binary("maximum", a, b)
+    gap = (a - b).abs()
+    # Equal infinities: a - b is NaN, and the answer is that infinity.
+    return where(gap.isnan() & high.isinf(), high, high + (-gap).exp().log1p())
+
+
 def log2(x: Tensor) -> Tensor:
     _check_tensor("log2", x)
     return _as_float(x).log() * (1.0 / _LN2)

@@ -239,3 +239,39 @@ def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
         view[order.index(i)] = t.shape[0]
         grids.append(expand(reshape(t, tuple(view)), sizes))
     return tuple(grids)
+
+
+def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Every slice of length ``size`` along ``dimension``, ``step`` apart, as a new last dim.
+
+    As ``Tensor.unfold``: ``dimension`` shrinks to ``(n - size) // step + 1`` windows and a
+    last dim of ``size`` holds each window (a 0-d tensor gives shape ``(size,)``, size 1).
+    A gather of the windows' elements, so its gradient sums over overlapping windows.
+
+    Raises:
+        IndexError: ``dimension`` out of range.
+        ShapeError: ``size`` larger than the dim; ValueError: ``step`` < 1 or ``size`` < 0.
+
+    Example:
+        >>> em.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]
+    """
+    _check_tensor("unfold", x)
+    d = normalize_dim("unfold", dimension, x.shape)
+    n = x.shape[d] if x.ndim else 1
+    if step < 1:
+        raise ValueError(f"unfold: step is {step} but must be > 0")
+    if size < 0 or size > n:
+        raise ShapeError(f"unfold: size {size} does not fit dimension {d} of size {n} "
+                         f"(shape {x.shape}); it must be in [0, {n}]")
+    count = (n - size) // step + 1
+    positions = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    flat = index_select(x.reshape(1) if not x.ndim else x, d,
+                        tensor(positions, dtype="int64", device=x.device))
+    shape = x.shape[:d] + (count, size) + x.shape[d + 1:] if x.ndim else (size,)
+    windows = reshape(flat, shape)
+    if not x.ndim:
+        return windows
+    order = list(range(len(shape)))
+    order.append(order.pop(d + 1))
+    return permute(windows, order)

@@ -29,6 +29,7 @@ FLOATS = ("float32", "float16", "bfloat16")
 BINARY = {
     "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
     "pow": "powf({a}, {b})", "maximum": "nan_max({a}, {b})", "minimum": "nan_min({a}, {b})",
+    "atan2": "atan2f({a}, {b})",
 }
 COMPARISON = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGICAL = {"bitwise_and": "&&", "bitwise_or": "||", "bitwise_xor": "!="}
@@ -38,6 +39,9 @@ UNARY = {
     "sqrt": "sqrtf({x})", "rsqrt": "(1.0f / sqrtf({x}))", "sin": "sinf({x})",
     "cos": "cosf({x})", "tanh": "tanhf({x})", "erf": "erff({x})",
     "reciprocal": "(1.0f / {x})", "alias": "{x}",
+    "asin": "asinf({x})", "acos": "acosf({x})", "atan": "atanf({x})", "sinh": "sinhf({x})",
+    "cosh": "coshf({x})", "asinh": "asinhf({x})", "acosh": "acoshf({x})",
+    "atanh": "atanhf({x})",
     "sign": "((float)(0.0f < {x}) - (float)({x} < 0.0f))",
     "relu": "(({x} > 0.0f || {x} != {x}) ? {x} : 0.0f)",
     "sigmoid": "(1.0f / (1.0f + expf(-{x})))",

@@ -16,6 +16,8 @@ import ember.kernels.numpy.linalg  # noqa: F401
 import ember.kernels.numpy.multi_update  # noqa: F401
 import ember.kernels.numpy.pooling  # noqa: F401
 import ember.kernels.numpy.reduction  # noqa: F401
+import ember.kernels.numpy.scans  # noqa: F401
+import ember.kernels.numpy.scatter  # noqa: F401
 import ember.kernels.numpy.shape  # noqa: F401
 import ember.kernels.numpy.sorting  # noqa: F401
 from ember.kernels.fusion.planner import FusionPlanner

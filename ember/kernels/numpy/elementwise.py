@@ -79,7 +79,7 @@ def _lowered_pow(xp, exponent: float, x, out_dtype: np.dtype, shape, pool):
 _ARITHMETIC = {
     "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
     "floordiv": "floor_divide", "remainder": "remainder", "pow": "power",
-    "maximum": "maximum", "minimum": "minimum",
+    "maximum": "maximum", "minimum": "minimum", "atan2": "arctan2",
     "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
 }
 _COMPARISON = {
@@ -230,6 +230,9 @@ _FLOAT_FUNCTIONS = {
     "gelu_tanh": _own_float32("gelu_tanh", _gelu_tanh), "silu": _own_float32("silu", _silu),
     "erf": fast_erf.erf,
     "reciprocal": lambda x, out: namespace(x).divide(1.0, x, out=out),
+    "asin": _with_out(np.arcsin), "acos": _with_out(np.arccos), "atan": _with_out(np.arctan),
+    "sinh": _with_out(np.sinh), "cosh": _with_out(np.cosh), "asinh": _with_out(np.arcsinh),
+    "acosh": _with_out(np.arccosh), "atanh": _with_out(np.arctanh),
 }
 _SAME_DTYPE_FUNCTIONS = {
     "neg": _with_out(np.negative), "abs": _with_out(np.abs), "sign": _sign,

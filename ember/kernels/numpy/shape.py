@@ -51,3 +51,10 @@ def _cat(msg, pool, *arrays):
     xp = namespace(out)
     join = xp.stack if new_axis else xp.concatenate
     return join(arrays, axis=dim, out=out, casting="unsafe")
+
+
+@kernel("bitcast")
+def _bitcast(msg, pool, x):
+    """The bytes of ``x`` read as the message's dtype (a copy: outputs own their buffer)."""
+    out = namespace(x).ascontiguousarray(x).copy()
+    return out.view(NP[msg.dtype]).reshape(msg.shape)

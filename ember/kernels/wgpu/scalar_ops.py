@@ -49,6 +49,33 @@ HELPERS: dict[str, str] = {
                "  let r = a - b * trunc(a / b);\n"
                "  if (r == 0.0) { return sign_of(a); }\n"
                "  return r;\n}"),
+    # C's atan2 at the origin (WGSL leaves it undefined): ±0 or ±π by the signs of the zeros.
+    "atan2_f": ("fn atan2_f(y: f32, x: f32) -> f32 { if (isnan_f(x) || isnan_f(y)) { return x + y; }\n"
+                "  if (x == 0.0 && y == 0.0) {\n"
+                "  let pi = select(0.0, 3.1415927410125732, (bitcast<u32>(x) & 0x80000000u) != 0u);\n"
+                "  return select(pi, -pi, (bitcast<u32>(y) & 0x80000000u) != 0u) + y; }\n"
+                "  return atan2(y, x); }"),
+    "atan_f": "fn atan_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } return atan(x); }",
+    # The inverse functions return NaN outside their domain, as C's do (WGSL leaves it
+    # undefined); asinh / atanh / acosh go through log1p so they keep small arguments.
+    "asin_f": ("fn asin_f(x: f32) -> f32 { if (isnan_f(x) || abs(x) > 1.0) { return " + _NAN + "; } "
+               "return atan_f(x / sqrt((1.0 - x) * (1.0 + x))); }"),
+    "acos_f": ("fn acos_f(x: f32) -> f32 { if (isnan_f(x) || abs(x) > 1.0) { return " + _NAN + "; } "
+               "return 2.0 * atan_f(sqrt((1.0 - x) / (1.0 + x))); }"),
+    "sinh_f": ("fn sinh_f(x: f32) -> f32 { if (abs(x) < 0.5) { let s = x * x; "
+               "return x * (1.0 + s * (0.16666667 + s * (0.0083333333 + s * 0.00019841270))); }"
+               " return 0.5 * (exp(x) - exp(-x)); }"),
+    "asinh_f": ("fn asinh_f(x: f32) -> f32 { let a = abs(x); var r: f32;\n"
+                "  if (a > 1e18) { r = log(a) + 0.6931471805599453; }\n"
+                "  else { r = log1p_f(a + a * a / (1.0 + sqrt(1.0 + a * a))); }\n"
+                "  return select(r, -r, x < 0.0); }"),
+    "acosh_f": ("fn acosh_f(x: f32) -> f32 { if (x < 1.0) { return " + _NAN + "; }\n"
+                "  if (x > 1e18) { return log(x) + 0.6931471805599453; }\n"
+                "  let t = x - 1.0; return log1p_f(t + sqrt(t * (x + 1.0))); }"),
+    "atanh_f": ("fn atanh_f(x: f32) -> f32 { let a = abs(x);\n"
+                "  if (a > 1.0) { return " + _NAN + "; }\n"
+                "  if (a == 1.0) { return x * " + _INF + "; }\n"
+                "  let r = 0.5 * log1p_f(2.0 * a / (1.0 - a)); return select(r, -r, x < 0.0); }"),
     "sign_of": "fn sign_of(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) & 0x80000000u); }",
     "floordiv_f": ("fn floordiv_f(a: f32, b: f32) -> f32 {\n"
                    "  if (b == 0.0) { return a / b; }\n"
@@ -131,6 +158,9 @@ _FLOAT_FUNCTIONS = {
     "rsqrt": "(1.0 / sqrt({x}))", "sin": "sin({x})", "cos": "cos({x})", "tanh": "tanh_f({x})",
     "sigmoid": "sigmoid_f({x})", "erf": "erf_f({x})", "reciprocal": "(1.0 / {x})",
     "silu": "({x} * sigmoid_f({x}))",
+    "asin": "asin_f({x})", "acos": "acos_f({x})", "atan": "atan_f({x})", "sinh": "sinh_f({x})",
+    "cosh": "cosh({x})", "asinh": "asinh_f({x})", "acosh": "acosh_f({x})",
+    "atanh": "atanh_f({x})",
     "gelu": f"(0.5 * {{x}} * (1.0 + erf_f({{x}} * {_SQRT_HALF!r})))",
     "gelu_tanh": (f"(0.5 * {{x}} * (1.0 + tanh_f({_SQRT_2_OVER_PI!r} * "
                   f"({{x}} + 0.044715 * {{x}} * {{x}} * {{x}}))))"),
@@ -138,7 +168,8 @@ _FLOAT_FUNCTIONS = {
 _ARITHMETIC = {
     "f": {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
           "floordiv": "floordiv_f({a}, {b})", "remainder": "rem_f({a}, {b})",
-          "pow": "pow_f({a}, {b})", "maximum": "max_f({a}, {b})", "minimum": "min_f({a}, {b})"},
+          "pow": "pow_f({a}, {b})", "maximum": "max_f({a}, {b})", "minimum": "min_f({a}, {b})",
+          "atan2": "atan2_f({a}, {b})"},
     "i": {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
           "floordiv": "floordiv_i({a}, {b})", "remainder": "rem_i({a}, {b})",
           "pow": "pow_i({a}, {b})", "maximum": "max({a}, {b})", "minimum": "min({a}, {b})",

@@ -62,13 +62,16 @@ from ember.nn.functional.conv import (
     avg_pool2d,
     conv1d,
     conv2d,
+    conv3d,
     conv_transpose1d,
     conv_transpose2d,
     max_pool2d,
+    max_pool3d,
+    avg_pool3d,
 )
 
-__all__ += ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
-            "conv_transpose2d", "max_pool2d"]
+__all__ += ["adaptive_avg_pool2d", "avg_pool2d", "avg_pool3d", "conv1d", "conv2d", "conv3d",
+            "conv_transpose1d", "conv_transpose2d", "max_pool2d", "max_pool3d"]
 from ember.nn.functional.pooling import (
     adaptive_avg_pool1d,
     adaptive_max_pool1d,

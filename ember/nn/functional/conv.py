@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.ops import conv as _conv
+from ember.ops import conv3d as _conv3d
 from ember.tensor import Tensor
 
 # The first parameter is named ``input``, as in PyTorch, so keyword calls written for torch
@@ -88,3 +89,39 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """The mean over adaptive windows giving ``output_size`` (an int or an (h, w) pair;
     None keeps that input size). ``adaptive_avg_pool2d(x, 1)`` is global average pooling."""
     return _conv.adaptive_avg_pool2d(input, output_size)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation over (N, C_in, D, H, W): weight (C_out, C_in / groups, K_d, K_h,
+    K_w). See ``ember.ops.conv3d.conv3d``.
+
+    Example:
+        >>> F.conv3d(em.ones(2, 3, 8, 8, 8), em.ones(4, 3, 3, 3, 3), padding=1).shape
+        (2, 4, 8, 8, 8)
+    """
+    return _conv3d.conv3d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False) -> Tensor:
+    """The max over each 3-D window; ``stride`` defaults to ``kernel_size``.
+
+    Example:
+        >>> F.max_pool3d(em.ones(1, 2, 4, 4, 4), 2).shape
+        (1, 2, 2, 2, 2)
+    """
+    return _conv3d.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """The mean over each 3-D window; ``stride`` defaults to ``kernel_size``.
+
+    Example:
+        >>> F.avg_pool3d(em.ones(1, 2, 4, 4, 4), 2).shape
+        (1, 2, 2, 2, 2)
+    """
+    return _conv3d.avg_pool3d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override)

@@ -170,6 +170,36 @@ class Conv2d(_Conv):
     _functional = staticmethod(F.conv2d)
 
 
+class Conv3d(_Conv):
+    """A 3-D convolution layer, initialized like PyTorch's (see ``Conv2d``; fan_in =
+    in_channels / groups · k_d · k_h · k_w).
+
+    Args:
+        in_channels: input channels, divisible by ``groups``.
+        out_channels: output channels, divisible by ``groups``.
+        kernel_size: an int or 3 ints.
+        stride: an int or 3 ints. Default 1.
+        padding: an int, 3 ints, "valid" or "same" (stride 1). Default 0.
+        dilation: an int or 3 ints. Default 1.
+        groups: Default 1.
+        bias: Default True.
+        padding_mode: only "zeros".
+        device: where the parameters are stored.
+        dtype: how they are stored (float32 by default).
+
+    Shape:
+        (N, C_in, D, H, W) or (C_in, D, H, W) → (N, C_out, D_out, H_out, W_out),
+        D_out = floor((D + 2·p_d - d_d·(k_d - 1) - 1) / s_d) + 1, H_out and W_out alike.
+
+    Example:
+        >>> nn.Conv3d(3, 8, 3, padding=1)(em.randn(2, 3, 8, 8, 8)).shape
+        (2, 8, 8, 8, 8)
+    """
+
+    _spatial = 3
+    _functional = staticmethod(F.conv3d)
+
+
 class _ConvTransposeNd(_ConvNd):
     """A transposed convolution layer: PyTorch's constructor, ``forward`` through
     ``_functional``, and ``output_size`` turned into output padding."""

@@ -1,4 +1,4 @@
-"""Pooling layers, 1-D and 2-D, plain and adaptive (no parameters)."""
+"""Pooling layers, 1-D, 2-D and 3-D, plain and adaptive (no parameters)."""
 
 from __future__ import annotations
 
@@ -203,3 +203,48 @@ class AdaptiveMaxPool2d(_AdaptivePool):
 
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return P.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+
+class MaxPool3d(_MaxPoolNd):
+    """The maximum over each 3-D window, as ``torch.nn.MaxPool3d`` (no ``return_indices``).
+
+    Args:
+        kernel_size: an int or 3 ints.
+        stride: an int or 3 ints; default (None) the kernel size.
+        padding: an int or 3 ints of -inf cells on both sides, at most half the kernel.
+        dilation: an int or 3 ints. Default 1.
+        return_indices: only False.
+        ceil_mode: round the output size up instead of down.
+
+    Shape:
+        (N, C, D, H, W) or (C, D, H, W) → (..., D_out, H_out, W_out), each as ``MaxPool2d``.
+
+    Example:
+        >>> nn.MaxPool3d(2)(em.randn(2, 4, 8, 8, 8)).shape
+        (2, 4, 4, 4, 4)
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        if return_indices:
+            raise NotImplementedError("MaxPool3d: return_indices=True is not supported yet")
+        super().__init__(kernel_size, stride, padding, dilation, False, ceil_mode)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode)
+
+
+class AvgPool3d(AvgPool2d):
+    """The mean over each 3-D window, as ``torch.nn.AvgPool3d`` (arguments as ``AvgPool2d``,
+    each an int or 3 ints).
+
+    Example:
+        >>> nn.AvgPool3d(2)(em.randn(2, 4, 8, 8, 8)).shape
+        (2, 4, 4, 4, 4)
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
