@@ -23,7 +23,41 @@ class BlockingReadInTrio(EmberError, RuntimeError):
 
 
 class Tensor:
-    """An immutable n-dimensional array on a device, computed asynchronously."""
+    """An immutable n-dimensional array on a device, computed asynchronously.
+
+    Create tensors with ``em.tensor``, ``em.zeros``, ``em.randn`` ... (not ``Tensor()``).
+    Every op returns a new tensor at once, a future: ``shape``, ``dtype`` and ``device``
+    are known immediately, the data later. Only the reads wait for the device:
+    ``t.numpy()``, ``t.item()``, ``t.tolist()``, ``np.asarray(t)`` and, in async code,
+    ``await t`` (which returns the NumPy array). ``bool(t)`` raises: use ``t.item()``.
+
+    Attributes:
+        shape: the sizes of the dims, a tuple of ints.
+        dtype: the element type (``em.float32``, ``em.int64``, ``em.bool`` ...).
+        device: the ``Device`` that holds the data and computes on it.
+
+    Operators:
+        ``+ - * / // % **`` (elementwise arithmetic, as ``add sub mul div
+        floor_divide remainder pow``; ``//`` floors, ``%`` takes the divisor's sign,
+        ``/`` of integers gives float32), ``@`` (``matmul``), unary ``-`` and
+        ``abs(t)``, ``== != < <= > >=`` (elementwise, bool result), ``& | ^ ~``
+        (bitwise on bool and integer tensors). Python scalars and NumPy arrays work on
+        either side; shapes broadcast with NumPy's rules and dtypes promote as in
+        PyTorch (int with float gives the float; a Python float with an int tensor gives
+        float32). ``t[key]`` indexes with ints, slices (with steps), ``None``,
+        ``...``, bool masks and int tensors (NumPy's advanced indexing);
+        ``t[key] = value`` rebinds ``t`` to the updated value (other handles keep the
+        old one). ``len(t)``, ``iter(t)`` (over dim 0), ``float(t)`` and ``int(t)``
+        (reads) work as in PyTorch.
+
+    Example:
+        >>> x = em.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> y = (x @ x.T + 1).relu()     # returns at once: a future
+        >>> y.shape, y.dtype
+        ((2, 2), ember.float32)
+        >>> y.tolist()                   # the read waits for the device
+        [[6.0, 12.0], [12.0, 26.0]]
+    """
 
     __slots__ = ("_id", "shape", "dtype", "device", "_host", "_node", "__weakref__")
     __array_priority__ = 1000  # numpy scalars and arrays defer to Tensor's operators

@@ -7,12 +7,18 @@ are functions of their own (``einsum``, ``meshgrid``) or operators by name (``em
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable
 from typing import Any
 
+from ember import tensor_docs
 from ember.ops import decompositions, einsum, more_math, rearrange
 from ember.tensor import Tensor
+
+# Every op module is loaded by now (tensor.py's docstrings name theirs): the methods take
+# their docstrings before the functions below copy them.
+tensor_docs.attach(Tensor)
 
 # Tensor methods that are also top-level functions, torch's list for each family.
 METHODS = """
@@ -42,7 +48,9 @@ def _forward(name: str, attribute: str | None = None) -> Callable[..., Any]:
         return found if isinstance(method, property) else found(*args, **kwargs)
 
     function.__name__ = function.__qualname__ = name
-    function.__doc__ = method.__doc__ or f"``input.{attribute}(...)``."
+    call = attribute if isinstance(method, property) else f"{attribute}(...)"
+    function.__doc__ = (f"{inspect.cleandoc(method.__doc__ or '')}\n\n"
+                        f"As a function: ``em.{name}(input, ...)`` is ``input.{call}``.")
     return function
 
 
@@ -51,7 +59,9 @@ def _scaled(op: Callable[[Any, Any], Any], name: str) -> Callable[..., Any]:
         return op(input, other if alpha == 1 else other * alpha)
 
     function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"``input {name} alpha * other``, as ``torch.{name}``."
+    function.__doc__ = _operator_doc(name, f"``input {_SYMBOLS[op]} alpha * other``",
+                                     f"em.{name}(em.tensor([1, 2]), 3, alpha=2)",
+                                     "[7, 8]" if op is operator.add else "[-5, -4]")
     return function
 
 
@@ -60,8 +70,33 @@ def _operator(op: Callable[[Any, Any], Any], name: str) -> Callable[..., Any]:
         return op(input, other)
 
     function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"``{op.__name__}(input, other)``, as ``torch.{name}``."
+    function.__doc__ = _operator_doc(name, f"``input {_SYMBOLS[op]} other``",
+                                     f"em.{name}(em.tensor([6, 7]), 4)", _EXAMPLES[op])
     return function
+
+
+# The operator each name spells, and its example's result for em.NAME(em.tensor([6, 7]), 4).
+_SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+            operator.floordiv: "//", operator.mod: "%", operator.eq: "==", operator.ne: "!=",
+            operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
+_EXAMPLES = {operator.mul: "[24, 28]", operator.truediv: "[1.5, 1.75]",
+             operator.floordiv: "[1, 1]", operator.mod: "[2, 3]",
+             operator.eq: "[False, False]", operator.ne: "[True, True]",
+             operator.lt: "[False, False]", operator.le: "[False, False]",
+             operator.gt: "[True, True]", operator.ge: "[True, True]"}
+
+
+def _operator_doc(name: str, formula: str, example: str, result: str) -> str:
+    return f"""{formula} elementwise, as ``torch.{name}``.
+
+Either operand may be a tensor or a Python scalar (at least one a tensor); the shapes
+broadcast (NumPy's rules) and the dtype is PyTorch's promotion of the two (comparisons give
+bool; ``/`` of integers gives float32; ``//`` floors; ``%`` takes the divisor's sign).
+
+Example:
+    >>> {example}.tolist()
+    {result}
+"""
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {name: _forward(name) for name in METHODS}
