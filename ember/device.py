@@ -35,6 +35,7 @@ class Device:
 
     @property
     def inner(self) -> Device:
+        """This device without gradient tracking (itself when it has none)."""
         return _get(self.kind, self.index)
 
     def autodiff(self, checkpointing: str | None = None) -> Device:

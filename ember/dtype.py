@@ -32,14 +32,17 @@ class DType:
 
     @property
     def is_floating_point(self) -> bool:
+        """Whether this is a floating dtype (float16, bfloat16, float32, float64)."""
         return self.kind == "f"
 
     @property
     def is_integer(self) -> bool:
+        """Whether this is a signed integer dtype (int32, int64)."""
         return self.kind == "i"
 
     @property
     def is_bool(self) -> bool:
+        """Whether this is ``bool``."""
         return self.kind == "b"
 
     def __repr__(self) -> str:

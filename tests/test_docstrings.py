@@ -29,8 +29,9 @@ MIN_WORDS = 3
 
 def _public_names(module: types.ModuleType) -> list[str]:
     names = getattr(module, "__all__", None)
-    if names is None:
-        names = [n for n in vars(module) if not n.startswith("_")]
+    if names is None:  # the functions and classes the module defines (not those it imports)
+        names = [n for n, obj in vars(module).items() if not n.startswith("_")
+                 and getattr(obj, "__module__", None) == module.__name__]
     return list(names)
 
 

@@ -29,17 +29,31 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """
 
     def to_json(self) -> str:
+        """The config as a JSON string (every field, defaults included)."""
         return msgspec.json.encode(self).decode()
 
     @classmethod
     def from_json(cls: type[C], text: str | bytes) -> C:
+        """Build a config from JSON text.
+
+        Raises:
+            RecordError: a field of the wrong type, or an unknown field (text that is not JSON
+                at all raises msgspec's ``DecodeError``).
+        """
         return _decode(cls, text, msgspec.json.decode, "JSON")
 
     def to_toml(self) -> str:
+        """The config as a TOML string (every field, defaults included)."""
         return msgspec.toml.encode(self).decode()
 
     @classmethod
     def from_toml(cls: type[C], text: str | bytes) -> C:
+        """Build a config from TOML text.
+
+        Raises:
+            RecordError: a field of the wrong type, or an unknown field (text that is not TOML
+                at all raises msgspec's ``DecodeError``).
+        """
         return _decode(cls, text, msgspec.toml.decode, "TOML")
 
     def save(self, path: str | Path) -> None:

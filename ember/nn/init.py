@@ -6,6 +6,12 @@ PyTorch's in-place names (``uniform_``, ``kaiming_normal_``, ...) take a ``Param
 only, with PyTorch's parameter names: tensors are immutable values, so an
 initializer rebinds the parameter's value. Random draws go through ``em.rand`` /
 ``em.randn``, so ``em.manual_seed`` makes them reproducible.
+
+Example:
+    >>> layer = nn.Linear(128, 64)
+    >>> nn.init.kaiming_uniform_(layer.weight, nonlinearity="relu")
+    >>> nn.init.zeros_(layer.bias)
+    >>> embedding_table = nn.init.trunc_normal((1000, 64), std=0.02)
 """
 
 from __future__ import annotations
@@ -59,28 +65,48 @@ def _done(target: Param | tuple, value: Tensor) -> Param | Tensor:
 
 
 def constant(target: Param | tuple, value: float, *, dtype: Any = None, device: Any = None):
+    """``value`` everywhere: into a ``Param`` (returned), or a new tensor of a shape.
+
+    Example:
+        >>> nn.init.constant((2, 2), 0.5).tolist()
+        [[0.5, 0.5], [0.5, 0.5]]
+    """
     shape, dtype, device = _target(target, dtype, device)
     return _done(target, creation.full(shape, float(value), dtype=dtype, device=device))
 
 
 def zeros(target: Param | tuple, *, dtype: Any = None, device: Any = None):
+    """Zeros: into a ``Param`` (returned), or a new tensor of a shape (``constant(..., 0)``)."""
     return constant(target, 0.0, dtype=dtype, device=device)
 
 
 def ones(target: Param | tuple, *, dtype: Any = None, device: Any = None):
+    """Ones: into a ``Param`` (returned), or a new tensor of a shape (``constant(..., 1)``)."""
     return constant(target, 1.0, dtype=dtype, device=device)
 
 
 def uniform(target: Param | tuple, a: float = 0.0, b: float = 1.0, *, dtype: Any = None,
             device: Any = None):
-    """U(a, b)."""
+    """Uniform draws from ``U(a, b)``: into a ``Param`` (returned), or a new tensor of a shape.
+
+    Example:
+        >>> w = nn.init.uniform((3, 4), -0.1, 0.1)
+        >>> w.shape, bool((w.abs() <= 0.1).all().item())
+        ((3, 4), True)
+    """
     shape, dtype, device = _target(target, dtype, device)
     return _done(target, creation.rand(shape, dtype=dtype, device=device) * (b - a) + a)
 
 
 def normal(target: Param | tuple, mean: float = 0.0, std: float = 1.0, *, dtype: Any = None,
            device: Any = None):
-    """N(mean, std²)."""
+    """Normal draws from ``N(mean, std²)``: into a ``Param`` (returned), or a new tensor of a
+    shape.
+
+    Example:
+        >>> abs(nn.init.normal((256, 256), std=0.02).std().item() - 0.02) < 1e-3
+        True
+    """
     shape, dtype, device = _target(target, dtype, device)
     return _done(target, creation.randn(shape, dtype=dtype, device=device) * std + mean)
 
@@ -224,10 +250,18 @@ def constant_(tensor: Param, val: float) -> Param:
 
 
 def zeros_(tensor: Param) -> Param:
+    """Zeros into ``tensor`` (a ``Param``, rebinding its value); returns it.
+
+    Example:
+        >>> layer = nn.Linear(4, 2)
+        >>> nn.init.zeros_(layer.bias).value.tolist()
+        [0.0, 0.0]
+    """
     return constant(_param("zeros_", tensor, None), 0.0)
 
 
 def ones_(tensor: Param) -> Param:
+    """Ones into ``tensor`` (a ``Param``, rebinding its value); returns it."""
     return constant(_param("ones_", tensor, None), 1.0)
 
 

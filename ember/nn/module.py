@@ -77,6 +77,13 @@ class Module:
             pinned.site = before
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Compute the module's output; ``model(x)`` calls it (subclasses define it).
+
+        Layers document their inputs and outputs, with shapes, in their class docstring.
+
+        Raises:
+            NotImplementedError: the subclass did not define ``forward``.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     # ----- walking ---------------------------------------------------------------------
@@ -91,9 +98,25 @@ class Module:
         return ((n, p) for n, p in self.named_slots() if p.trainable)
 
     def parameters(self) -> list[Param]:
+        """Every trainable ``Param`` (sub-modules' too), in definition order.
+
+        Pass them to an optimizer: ``optim.Adam(model.parameters(), lr=1e-3)``. Each
+        ``Param``'s ``.value`` is the current tensor (it changes after ``opt.step``).
+
+        Example:
+            >>> [p.shape for p in nn.Linear(4, 2).parameters()]
+            [(2, 4), (2,)]
+        """
         return [p for _, p in self.named_parameters()]
 
     def named_buffers(self) -> Iterator[tuple[str, Buffer]]:
+        """Every ``Buffer`` (non-trainable saved state, e.g. BatchNorm's running stats)
+        with its dotted name, in definition order.
+
+        Example:
+            >>> [name for name, _ in nn.BatchNorm1d(3).named_buffers()]
+            ['running_mean', 'running_var', 'num_batches_tracked']
+        """
         return ((n, p) for n, p in self.named_slots() if not p.trainable)
 
     def modules(self) -> Iterator[Module]:
@@ -156,11 +179,17 @@ class Module:
         return self
 
     def train(self, mode: bool = True) -> Module:
+        """Set training mode (``mode=True``) or evaluation mode on this module and every
+        sub-module; returns the module.
+
+        Dropout drops and batch norms use batch statistics only in training mode.
+        """
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
 
     def eval(self) -> Module:
+        """Set evaluation mode (``train(False)``) on this module and every sub-module; returns it."""
         return self.train(False)
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -218,6 +247,7 @@ class Module:
     # ----- display ---------------------------------------------------------------------
 
     def extra_repr(self) -> str:
+        """The layer's settings shown inside its ``repr`` (e.g. ``in_features=4, out_features=2``)."""
         return ""
 
     def __repr__(self) -> str:

@@ -41,6 +41,7 @@ class Param:
 
     @property
     def value(self) -> Tensor:
+        """The current tensor; assigning one (on an autodiff device) makes it a tracked leaf."""
         return self._value
 
     @value.setter
@@ -51,14 +52,17 @@ class Param:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The value's shape, a tuple of ints."""
         return self._value.shape
 
     @property
     def dtype(self) -> Any:
+        """The value's dtype."""
         return self._value.dtype
 
     @property
     def device(self) -> Any:
+        """The device that holds the value."""
         return self._value.device
 
     def grad(self, grads: Any) -> Tensor | None:
@@ -66,6 +70,7 @@ class Param:
         return self._value.grad(grads)
 
     def numel(self) -> int:
+        """The number of elements of the value."""
         return self._value.numel()
 
     def __repr__(self) -> str:

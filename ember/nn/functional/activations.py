@@ -13,7 +13,12 @@ from ember.tensor import Tensor
 
 
 def relu(x: Tensor) -> Tensor:
-    """max(x, 0)."""
+    """ReLU, ``max(x, 0)`` elementwise; the result has ``x``'s shape and dtype.
+
+    Example:
+        >>> F.relu(em.tensor([-1.0, 2.0])).tolist()
+        [0.0, 2.0]
+    """
     return x.relu()
 
 
@@ -23,7 +28,14 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(x: Tensor) -> Tensor:
-    """x·sigmoid(x)."""
+    """SiLU (swish), ``x * sigmoid(x)`` elementwise; the result has ``x``'s shape.
+
+    Integer tensors compute in float32; floating tensors keep their dtype.
+
+    Example:
+        >>> F.silu(em.tensor([0.0])).tolist()
+        [0.0]
+    """
     return x.silu()
 
 
@@ -68,12 +80,26 @@ def softmin(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def sigmoid(x: Tensor) -> Tensor:
-    """1 / (1 + exp(-x))."""
+    """The logistic sigmoid, ``1 / (1 + exp(-x))`` elementwise; the result has ``x``'s shape.
+
+    Integer tensors compute in float32; floating tensors keep their dtype.
+
+    Example:
+        >>> F.sigmoid(em.tensor([0.0])).tolist()
+        [0.5]
+    """
     return x.sigmoid()
 
 
 def tanh(x: Tensor) -> Tensor:
-    """tanh(x)."""
+    """The hyperbolic tangent, elementwise; the result has ``x``'s shape.
+
+    Integer tensors compute in float32; floating tensors keep their dtype.
+
+    Example:
+        >>> F.tanh(em.tensor([0.0])).tolist()
+        [0.0]
+    """
     return x.tanh()
 
 
@@ -180,7 +206,12 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 def softsign(x: Tensor) -> Tensor:
-    """x / (1 + |x|)."""
+    """Softsign, ``x / (1 + |x|)`` elementwise; the result has ``x``'s shape.
+
+    Example:
+        >>> F.softsign(em.tensor([1.0, -3.0])).tolist()
+        [0.5, -0.75]
+    """
     return x / (x.abs() + 1.0)
 
 

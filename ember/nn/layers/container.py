@@ -130,20 +130,24 @@ class ModuleList(Module):
         return ModuleList([*self._entries(), *other])
 
     def append(self, module: Module) -> ModuleList:
+        """Add ``module`` at the end (registered as the next index); returns the list."""
         self._children[str(len(self._children))] = _checked("ModuleList", len(self), module)
         return self
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
+        """Append each of ``modules`` in order; returns the list."""
         for m in modules:
             self.append(m)
         return self
 
     def insert(self, index: int, module: Module) -> None:
+        """Insert ``module`` before position ``index``; later modules shift up one name."""
         entries = self._entries()
         entries.insert(index, _checked("ModuleList", index, module))
         self._renumber(entries)
 
     def pop(self, index: int = -1) -> Module:
+        """Remove the module at ``index`` and return it; later modules shift down one name."""
         entries = self._entries()
         module = entries.pop(self._index(index))
         self._renumber(entries)
@@ -192,22 +196,28 @@ class ModuleDict(Module):
         return key in self._children
 
     def keys(self) -> list[str]:
+        """The modules' names, in insertion order."""
         return list(self._children)
 
     def values(self) -> list[Module]:
+        """The modules, in insertion order."""
         return list(self._children.values())
 
     def items(self) -> list[tuple[str, Module]]:
+        """``(name, module)`` pairs, in insertion order."""
         return list(self._children.items())
 
     def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        """Add or replace modules from a mapping or ``(name, module)`` pairs, in order."""
         pairs = modules.items() if isinstance(modules, Mapping) else modules
         for pair in pairs:
             key, module = pair
             self[key] = module
 
     def pop(self, key: str) -> Module:
+        """Remove the module named ``key`` and return it (``KeyError`` when absent)."""
         return self._children.pop(key)
 
     def clear(self) -> None:
+        """Remove every module (their parameters leave the tree with them)."""
         self._children.clear()
