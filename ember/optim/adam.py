@@ -58,6 +58,9 @@ class Adam(Optimizer):
 
     @property
     def capturable(self) -> bool:
+        """The constructor's ``capturable`` flag: step counts and lr held on the device, so a
+        step that includes the update can replay as one CUDA graph (see ``Optimizer.capturable``).
+        """
         return self.hyperparams["capturable"]  # the constructor's flag
 
     def device_scalars(self) -> list[Tensor]:

@@ -295,6 +295,13 @@ class Optimizer:
             param.value = mine[0]
 
     def statistics(self) -> OptimizerStatistics:
+        """Counters of this optimizer: steps taken, parameters, parameters with state, updates
+        issued and steps skipped (a failed step leaves the parameters at their last good value).
+
+        Example:
+            >>> opt.statistics().steps
+            0
+        """
         return OptimizerStatistics(steps=self._steps, params=len(self.params),
                                    params_with_state=len(self.state), updates=self._updates,
                                    skipped=self._skipped)

@@ -181,6 +181,8 @@ class DataLoader:
 
     def place(self, arrays: tuple[np.ndarray, ...],
               device: Device | None = None) -> tuple[Tensor, ...]:
+        """One host batch (a tuple of NumPy arrays) as tensors on ``device`` (the loader's
+        own by default)."""
         target = device or self.device
         return tuple(make_tensor(a, device=target) for a in arrays)
 

@@ -10,6 +10,12 @@ class History:
     """Per-epoch metric values: ``history.train["loss"]`` is the list of epoch means.
 
     ``plot(path)`` writes a PNG with one panel per metric (train and valid curves).
+
+    Example:
+        >>> history = learner.fit_sync(train_loader, valid_loader, epochs=3)
+        >>> history.valid["accuracy"][-1], history.epochs
+        (0.97, 3)
+        >>> history.plot("curves.png")
     """
 
     def __init__(self, train: dict[str, list[float]] | None = None,
@@ -18,19 +24,23 @@ class History:
         self.valid: dict[str, list[float]] = valid or {}
 
     def append(self, split: str, values: dict[str, float]) -> None:
+        """Add one epoch's ``{metric name: value}`` to ``"train"`` or ``"valid"``."""
         target = self.train if split == "train" else self.valid
         for name, value in values.items():
             target.setdefault(name, []).append(float(value))
 
     @property
     def epochs(self) -> int:
+        """The number of training epochs recorded."""
         return max((len(v) for v in self.train.values()), default=0)
 
     def state_dict(self) -> dict[str, Any]:
+        """``{"train": ..., "valid": ...}`` as plain lists of floats (saved in checkpoints)."""
         return {"train": self.train, "valid": self.valid}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> History:
+        """Rebuild a ``History`` from what ``state_dict`` returned."""
         return cls({k: list(v) for k, v in state["train"].items()},
                    {k: list(v) for k, v in state["valid"].items()})
 

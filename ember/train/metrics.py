@@ -10,17 +10,35 @@ import numpy as np
 
 
 class Metric:
-    """Base class: ``update(output, target)`` per batch, ``compute()`` per epoch, ``reset()``."""
+    """Base class: ``update(output, target)`` per batch, ``compute()`` per epoch, ``reset()``.
+
+    Subclass it for a metric of your own and pass an instance in ``Learner(metrics=...)``;
+    it is computed on the training and the validation split.
+
+    Example:
+        >>> class MeanAbsError(train.Metric):
+        ...     name = "mae"
+        ...     def reset(self): self.total, self.count = 0.0, 0
+        ...     def update(self, output, target):
+        ...         self.total += float(np.abs(output - target).sum()); self.count += target.size
+        ...     def compute(self): return self.total / max(self.count, 1)
+        >>> learner = train.Learner(model, opt, F.mse_loss, metrics=("loss", MeanAbsError()))
+    """
 
     name: str = "metric"
 
     def update(self, output: np.ndarray, target: np.ndarray) -> None:
+        """Accumulate one batch: the model's ``output`` and the batch's ``target``, both NumPy
+        arrays already read from the device (e.g. logits ``(N, C)`` and class indices ``(N,)``).
+        """
         raise NotImplementedError
 
     def compute(self) -> float:
+        """The metric's value over every batch since the last ``reset``, as a float."""
         raise NotImplementedError
 
     def reset(self) -> None:
+        """Forget the accumulated batches (the Learner calls it at each epoch's start)."""
         raise NotImplementedError
 
 
@@ -31,6 +49,7 @@ class _Fraction(Metric):
         self.reset()
 
     def hits(self, output: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """A bool array, one entry per target row: whether that row counts as a hit."""
         raise NotImplementedError
 
     def update(self, output: np.ndarray, target: np.ndarray) -> None:
@@ -47,7 +66,14 @@ class _Fraction(Metric):
 
 class Accuracy(_Fraction):
     """The fraction of rows whose argmax equals the class-index target (or, for one
-    output per row, whose output > 0.5 matches a 0/1 target)."""
+    output per row, whose output > 0.5 matches a 0/1 target).
+
+    Example:
+        >>> acc = train.Accuracy()
+        >>> acc.update(np.array([[0.1, 0.9], [0.8, 0.2]]), np.array([1, 1]))
+        >>> acc.compute()
+        0.5
+    """
 
     name = "accuracy"
 
@@ -57,7 +83,15 @@ class Accuracy(_Fraction):
 
 
 class TopKAccuracy(_Fraction):
-    """The fraction of rows whose target is among the ``k`` largest outputs."""
+    """The fraction of rows whose target is among the ``k`` largest outputs (name
+    ``"top{k}_accuracy"``).
+
+    Example:
+        >>> top2 = train.TopKAccuracy(k=2)
+        >>> top2.update(np.array([[0.5, 0.3, 0.2]]), np.array([1]))
+        >>> top2.compute()
+        1.0
+    """
 
     def __init__(self, k: int = 5) -> None:
         self.k = k
