@@ -94,22 +94,41 @@ def _get(kind: str, index: int) -> Device:
 
 
 def cpu(index: int = 0) -> Device:
-    """The CPU device ``cpu:index``; each index is an independent actor."""
+    """The CPU device ``cpu:index``; each index is an independent actor.
+
+    Example:
+        >>> x = em.zeros(3, device=em.cpu(1))
+        >>> str(x.device)
+        'cpu:1'
+    """
     return _get("cpu", index)
 
 
 def cuda(index: int = 0) -> Device:
-    """The CUDA GPU ``cuda:index``."""
+    """The CUDA GPU ``cuda:index``.
+
+    Example:
+        >>> model = nn.Linear(4, 2).to(em.cuda(0))  # where em.available("cuda") lists it
+    """
     return _get("cuda", index)
 
 
 def wgpu(index: int = 0) -> Device:
-    """The WebGPU adapter ``wgpu:index``."""
+    """The WebGPU adapter ``wgpu:index``.
+
+    Example:
+        >>> x = em.randn(1024, device=em.wgpu())  # where em.available("wgpu") lists it
+    """
     return _get("wgpu", index)
 
 
 def device(spec: str | Device) -> Device:
-    """Parse ``"cpu"``, ``"cpu:1"``, ``"cuda:0"``, ``"wgpu:0"``; a Device passes through."""
+    """Parse ``"cpu"``, ``"cpu:1"``, ``"cuda:0"``, ``"wgpu:0"``; a Device passes through.
+
+    Example:
+        >>> em.device("cpu:1") == em.cpu(1), str(em.device("cpu"))
+        (True, 'cpu:0')
+    """
     if isinstance(spec, Device):
         return spec
     if not isinstance(spec, str):
@@ -123,7 +142,12 @@ def device(spec: str | Device) -> Device:
 
 
 def available(kind: str) -> list[Device]:
-    """Usable devices of ``kind``: an empty list, never an exception, where none exists."""
+    """Usable devices of ``kind``: an empty list, never an exception, where none exists.
+
+    Example:
+        >>> gpus = em.available("cuda")
+        >>> device = gpus[0] if gpus else em.cpu()
+    """
     from ember.kernels import available_indices
 
     if kind not in _KINDS:
@@ -135,6 +159,11 @@ def available(kind: str) -> list[Device]:
 
 
 def default_device() -> Device:
-    """``cpu:0``, unless the environment variable ``EMBER_DEVICE`` names another."""
+    """``cpu:0``, unless the environment variable ``EMBER_DEVICE`` names another.
+
+    Example:
+        >>> str(em.default_device())  # EMBER_DEVICE unset
+        'cpu:0'
+    """
     name = os.environ.get("EMBER_DEVICE")
     return device(name) if name else cpu(0)

@@ -114,7 +114,12 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def from_numpy(array: np.ndarray, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """A tensor holding a copy of the NumPy array ``array`` (its dtype unless ``dtype=``)."""
+    """A tensor holding a copy of the NumPy array ``array`` (its dtype unless ``dtype=``).
+
+    Example:
+        >>> em.from_numpy(np.arange(3, dtype=np.int32)).dtype
+        ember.int32
+    """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
     return tensor(array, dtype=dtype, device=device)
@@ -164,6 +169,10 @@ def full(shape: Any, value: Any, *, dtype: Any = None, device: Any = None) -> Te
     """A tensor of ``shape`` (an int or a tuple) filled with ``value``.
 
     The dtype is inferred from the value (bool, int64, float32) unless given.
+
+    Example:
+        >>> em.full((2, 2), 7).tolist()
+        [[7, 7], [7, 7]]
     """
     value = _scalar_value("full", value)
     shape = _shape_arg("full", shape)
@@ -173,14 +182,24 @@ def full(shape: Any, value: Any, *, dtype: Any = None, device: Any = None) -> Te
 
 
 def zeros(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """A tensor of zeros; ``zeros(2, 3)`` and ``zeros((2, 3))`` are the same (float32 by default)."""
+    """A tensor of zeros; ``zeros(2, 3)`` and ``zeros((2, 3))`` are the same (float32 by default).
+
+    Example:
+        >>> em.zeros(2, 3).shape, em.zeros(2, dtype=em.int64).tolist()
+        ((2, 3), [0, 0])
+    """
     target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
     return call("full", (), parse_shape("zeros", shape), target, (_fill_value("zeros", 0, target),),
                 resolve_device(device))
 
 
 def ones(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """A tensor of ones; ``ones(2, 3)`` and ``ones((2, 3))`` are the same (float32 by default)."""
+    """A tensor of ones; ``ones(2, 3)`` and ``ones((2, 3))`` are the same (float32 by default).
+
+    Example:
+        >>> em.ones((2,), device="cpu:0").tolist()
+        [1.0, 1.0]
+    """
     target = resolve_dtype(dtype, _dtype.DEFAULT_FLOAT)
     return call("full", (), parse_shape("ones", shape), target, (_fill_value("ones", 1, target),),
                 resolve_device(device))
@@ -195,17 +214,32 @@ def _like(op: str, t: Tensor, value: Any, dtype: Any, device: Any) -> Tensor:
 
 
 def zeros_like(t: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """Zeros of ``t``'s shape, dtype and device (unless given)."""
+    """Zeros of ``t``'s shape, dtype and device (unless given).
+
+    Example:
+        >>> em.zeros_like(em.tensor([1, 2])).tolist()
+        [0, 0]
+    """
     return _like("zeros_like", t, 0, dtype, device)
 
 
 def ones_like(t: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """Ones of ``t``'s shape, dtype and device (unless given)."""
+    """Ones of ``t``'s shape, dtype and device (unless given).
+
+    Example:
+        >>> em.ones_like(em.tensor([1.5, 2.5])).tolist()
+        [1.0, 1.0]
+    """
     return _like("ones_like", t, 1, dtype, device)
 
 
 def full_like(t: Tensor, value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """``value`` in ``t``'s shape, dtype and device (unless given)."""
+    """``value`` in ``t``'s shape, dtype and device (unless given).
+
+    Example:
+        >>> em.full_like(em.tensor([1, 2]), 9).tolist()
+        [9, 9]
+    """
     return _like("full_like", t, _scalar_value("full_like", value), dtype, device)
 
 
@@ -221,6 +255,10 @@ def arange(start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None,
     Raises:
         ValueError: a zero step, a non-finite bound, or a step whose sign
             points away from ``stop`` (PyTorch's rule; ``start == stop`` is empty).
+
+    Example:
+        >>> em.arange(5).tolist(), em.arange(0, 1, 0.25).tolist()
+        ([0, 1, 2, 3, 4], [0.0, 0.25, 0.5, 0.75])
     """
     if stop is None:
         start, stop = 0, start
@@ -254,6 +292,10 @@ def linspace(start: Any, stop: Any, num: int, *, dtype: Any = None,
     ``num=1`` gives ``[start]``; ``num=0`` an empty tensor. float32 by default;
     for an integer dtype the ends are truncated to ints and the values
     computed in float64 are truncated (PyTorch's rule).
+
+    Example:
+        >>> em.linspace(0, 1, 5).tolist()
+        [0.0, 0.25, 0.5, 0.75, 1.0]
     """
     if isinstance(num, bool) or not hasattr(num, "__index__") or num.__index__() < 0:
         raise ValueError(f"linspace: num must be an int >= 0, got {num!r}")
@@ -269,7 +311,12 @@ def linspace(start: Any, stop: Any, num: int, *, dtype: Any = None,
 
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) -> Tensor:
-    """The identity matrix of ``n`` rows and ``m`` (default ``n``) columns."""
+    """The identity matrix of ``n`` rows and ``m`` (default ``n``) columns.
+
+    Example:
+        >>> em.eye(2).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
     shape = parse_shape("eye", (n, n if m is None else m))
     return call("eye", (), shape, resolve_dtype(dtype, _dtype.DEFAULT_FLOAT), (),
                 resolve_device(device))
@@ -298,6 +345,11 @@ def manual_seed(seed: int) -> None:
 
     Any int is accepted; like PyTorch, seeds are taken modulo 2**64 (so -1
     and 2**64 - 1 are the same seed).
+
+    Example:
+        >>> em.manual_seed(0); a = em.rand(3).tolist()
+        >>> em.manual_seed(0); a == em.rand(3).tolist()
+        True
     """
     if isinstance(seed, bool) or not hasattr(seed, "__index__"):
         raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
@@ -329,13 +381,24 @@ def _float_dtype(op: str, dtype: Any) -> DType:
 
 
 def rand(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Uniform random numbers in [0, 1) (never 1, in every float dtype)."""
+    """Uniform random numbers in [0, 1) (never 1, in every float dtype).
+
+    Example:
+        >>> x = em.rand(2, 3)
+        >>> x.shape, x.dtype, bool(((x >= 0) & (x < 1)).all().item())
+        ((2, 3), ember.float32, True)
+    """
     return call("rand", (), parse_shape("rand", shape), _float_dtype("rand", dtype),
                 _random.next_key(), resolve_device(device))
 
 
 def randn(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Standard normal random numbers (mean 0, standard deviation 1)."""
+    """Standard normal random numbers (mean 0, standard deviation 1).
+
+    Example:
+        >>> em.randn(4, 8, dtype=em.float64).dtype
+        ember.float64
+    """
     return call("randn", (), parse_shape("randn", shape), _float_dtype("randn", dtype),
                 _random.next_key(), resolve_device(device))
 
@@ -345,6 +408,11 @@ def randint(low: int, high: Any = None, shape: Any = None, *, dtype: Any = None,
     """Uniform random integers in ``[low, high)``; int64 by default.
 
     ``randint(high, shape)`` (PyTorch's short form) means ``randint(0, high, shape)``.
+
+    Example:
+        >>> x = em.randint(0, 10, (100,))
+        >>> x.dtype, 0 <= x.min().item() and x.max().item() < 10
+        (ember.int64, True)
     """
     if shape is None:
         if high is None or not isinstance(high, (tuple, list, int)):

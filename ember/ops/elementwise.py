@@ -250,6 +250,11 @@ def where(cond: Tensor, a: Any, b: Any) -> Tensor:
 
     ``a`` and ``b`` may be tensors or Python scalars; the result dtype is
     PyTorch's ``result_type(a, b)``.
+
+    Example:
+        >>> x = em.tensor([-1.0, 2.0])
+        >>> em.where(x > 0, x, 0.0).tolist()
+        [0.0, 2.0]
     """
     if type(cond) is not Tensor:
         raise DTypeError(f"where: cond must be a bool tensor, got {type(cond).__name__}")

@@ -25,6 +25,10 @@ class Adagrad(Optimizer):
         eps: default 1e-10. maximize: default False.
 
     State per parameter: ``step``, ``sum``.
+
+    Example:
+        >>> opt = optim.Adagrad(model.parameters(), lr=1e-2)
+        >>> opt.step(loss.backward())
     """
 
     def __init__(self, params: Any, lr: float = 1e-2, lr_decay: float = 0.0,

@@ -149,6 +149,10 @@ class AdamW(Adam):
     before the Adam update, instead of adding ``wd · p`` to the gradient.
 
     Args: as ``Adam``, with ``weight_decay`` defaulting to 1e-2.
+
+    Example:
+        >>> opt = optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        >>> opt.step(loss.backward())
     """
 
     decoupled = True

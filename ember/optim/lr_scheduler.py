@@ -135,6 +135,12 @@ class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs: ``base_lr · γ^⌊epoch / step_size⌋``.
 
     Args: optimizer; step_size (epochs between decays); gamma (default 0.1); last_epoch.
+
+    Example:
+        >>> sched = lr_scheduler.StepLR(opt, step_size=30, gamma=0.1)
+        >>> for epoch in range(100):
+        ...     train_one_epoch()
+        ...     sched.step()
     """
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
@@ -155,7 +161,11 @@ class StepLR(LRScheduler):
 
 
 class ExponentialLR(LRScheduler):
-    """Multiply the lr by ``gamma`` every epoch: ``base_lr · γ^epoch``."""
+    """Multiply the lr by ``gamma`` every epoch: ``base_lr · γ^epoch``.
+
+    Example:
+        >>> sched = lr_scheduler.ExponentialLR(opt, gamma=0.95)  # sched.step() once per epoch
+    """
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = float(gamma)
@@ -175,6 +185,9 @@ class CosineAnnealingLR(LRScheduler):
     recursively as PyTorch does (SGDR without restarts).
 
     Args: optimizer; T_max (epochs of the half period); eta_min (default 0); last_epoch.
+
+    Example:
+        >>> sched = lr_scheduler.CosineAnnealingLR(opt, T_max=100, eta_min=1e-5)
     """
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,  # noqa: N803
@@ -207,6 +220,9 @@ class LinearLR(LRScheduler):
 
     Args: optimizer; start_factor in (0, 1] (default 1/3); end_factor in [0, 1]
     (default 1); total_iters (default 5); last_epoch.
+
+    Example:
+        >>> sched = lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=10)
     """
 
     def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
@@ -244,6 +260,9 @@ class LinearWarmup(LinearLR):
     it grows linearly, and from step ``warmup_steps`` on it is ``base_lr``. As
     in PyTorch, ``start_factor`` must be > 0 (default 1/3, LinearLR's); chain a
     decay after it with ``SequentialLR(opt, [warmup, decay], milestones=[warmup_steps])``.
+
+    Example:
+        >>> sched = lr_scheduler.LinearWarmup(opt, warmup_steps=500)  # sched.step() per batch
     """
 
     def __init__(self, optimizer: Optimizer, warmup_steps: int, start_factor: float = 1.0 / 3,
@@ -341,6 +360,9 @@ class MultiStepLR(LRScheduler):
     ``base_lr · γ^(number of milestones ≤ epoch)``; a milestone listed twice decays twice.
 
     Args: optimizer; milestones (increasing epochs); gamma (default 0.1); last_epoch.
+
+    Example:
+        >>> sched = lr_scheduler.MultiStepLR(opt, milestones=[30, 80], gamma=0.1)
     """
 
     def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
@@ -361,6 +383,9 @@ class LambdaLR(LRScheduler):
 
     Args: optimizer; lr_lambda (a function of the epoch, or a list of them, one per
     param group); last_epoch. ``state_dict`` leaves the functions out (PyTorch's).
+
+    Example:
+        >>> sched = lr_scheduler.LambdaLR(opt, lambda epoch: 0.95 ** epoch)
     """
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Any, last_epoch: int = -1) -> None:
@@ -406,6 +431,9 @@ class OneCycleLR(LRScheduler):
     Raises:
         ValueError: no way to know the total steps, a bad ``pct_start`` or strategy, or a
             step past ``total_steps``.
+
+    Example:
+        >>> sched = lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=1000)  # step per batch
     """
 
     def __init__(self, optimizer: Optimizer, max_lr: Any, total_steps: int | None = None,

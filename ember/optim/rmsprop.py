@@ -27,6 +27,10 @@ class RMSprop(Optimizer):
         weight_decay, momentum: default 0. centered: default False. maximize: default False.
 
     State per parameter: ``step``, ``square_avg`` (``momentum_buffer``, ``grad_avg``).
+
+    Example:
+        >>> opt = optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.99, momentum=0.9)
+        >>> opt.step(loss.backward())
     """
 
     def __init__(self, params: Any, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,

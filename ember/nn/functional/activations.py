@@ -40,7 +40,12 @@ def silu(x: Tensor) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """exp(x - max) / sum(exp(x - max)) along ``dim``: stable for large inputs."""
+    """exp(x - max) / sum(exp(x - max)) along ``dim``: stable for large inputs.
+
+    Example:
+        >>> F.softmax(em.tensor([[1.0, 1.0], [0.0, 0.0]]), dim=-1).tolist()
+        [[0.5, 0.5], [0.5, 0.5]]
+    """
     with no_record():
         e = (x - x.max(dim=dim, keepdim=True)).exp()
         y = e / e.sum(dim=dim, keepdim=True)
@@ -70,7 +75,12 @@ def _softmax_backward(ctx: Any, grad: Tensor) -> tuple:
 
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """x - logsumexp(x) along ``dim``."""
+    """x - logsumexp(x) along ``dim``.
+
+    Example:
+        >>> F.log_softmax(em.tensor([0.0, 0.0]), dim=0).exp().tolist()
+        [0.5, 0.5]
+    """
     return x - x.logsumexp(dim=dim, keepdim=True)
 
 

@@ -21,6 +21,10 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     """1-D cross-correlation over (N, C_in, L): weight (C_out, C_in / groups, K).
 
     ``padding`` is an int, a 1-tuple, "valid" or "same". See ``ember.ops.conv.conv1d``.
+
+    Example:
+        >>> F.conv1d(em.randn(2, 3, 10), em.randn(5, 3, 3), padding=1).shape
+        (2, 5, 10)
     """
     return _conv.conv1d(input, weight, bias, stride, padding, dilation, groups)
 
@@ -69,6 +73,10 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
     With ``return_indices``, also the flat index (h · W + w) of each chosen cell.
     See ``ember.ops.conv.max_pool2d``.
+
+    Example:
+        >>> F.max_pool2d(em.randn(1, 3, 8, 8), 2).shape
+        (1, 3, 4, 4)
     """
     return _conv.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode,
                             return_indices)
@@ -80,6 +88,10 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     """The mean over each window; ``stride`` defaults to ``kernel_size``.
 
     See ``ember.ops.conv.avg_pool2d`` for how the divisor counts padding.
+
+    Example:
+        >>> F.avg_pool2d(em.ones((1, 1, 4, 4)), 2).tolist()
+        [[[[1.0, 1.0], [1.0, 1.0]]]]
     """
     return _conv.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                             divisor_override)

@@ -18,6 +18,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Raises:
         ShapeError: ``weight`` is not 2-D, or ``x``'s last dim is not its second.
         DTypeError: an operand is not a tensor, or is bool.
+
+    Example:
+        >>> F.linear(em.ones((3, 4)), em.ones((2, 4)), em.tensor([0.0, 1.0])).tolist()
+        [[4.0, 5.0], [4.0, 5.0], [4.0, 5.0]]
     """
     if not isinstance(x, Tensor) or not isinstance(weight, Tensor):
         raise DTypeError(f"linear: expected tensors, got {type(x).__name__} and "

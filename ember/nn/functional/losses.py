@@ -263,6 +263,10 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 
     With ``weight`` (the input's shape) each error is multiplied by it and
     "mean" divides by ``Σ weight``, as PyTorch.
+
+    Example:
+        >>> F.mse_loss(em.tensor([1.0, 3.0]), em.tensor([1.0, 1.0])).item()
+        2.0
     """
     _check_float("mse_loss", input, "input")
     _check_reduction("mse_loss", reduction)
@@ -272,7 +276,12 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
-    """Absolute error ``|input - target|``; ``weight`` as in ``mse_loss``."""
+    """Absolute error ``|input - target|``; ``weight`` as in ``mse_loss``.
+
+    Example:
+        >>> F.l1_loss(em.tensor([1.0, 3.0]), em.tensor([1.0, 1.0])).item()
+        1.0
+    """
     _check_float("l1_loss", input, "input")
     _check_reduction("l1_loss", reduction)
     return _weighted("l1_loss", input, (input - target).abs(), weight, reduction, True)
@@ -358,6 +367,10 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
         reduction: "none" | "mean" | "sum".
         pos_weight: the weight of positive examples, broadcasting along the
             last (class) dim, e.g. (C,).
+
+    Example:
+        >>> F.binary_cross_entropy_with_logits(em.tensor([0.0]), em.tensor([1.0])).item()  # log 2
+        0.6931471824645996
     """
     op = "binary_cross_entropy_with_logits"
     _check_float(op, input, "input")

@@ -26,6 +26,13 @@ class Linear(Module):
         dtype: parameter dtype. Default float32.
 
     Shape: (..., in_features) → (..., out_features).
+
+    Example:
+        >>> layer = nn.Linear(4, 2)
+        >>> layer(em.randn(8, 4)).shape
+        (8, 2)
+        >>> layer.weight.shape, layer.bias.shape
+        ((2, 4), (2,))
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
