@@ -18,7 +18,15 @@ from ember.ops._core import resolve_device
 
 
 def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    """Run ``async_fn(*args)`` under trio and return its result (for plain scripts)."""
+    """Run ``async_fn(*args)`` under trio and return its result (for plain scripts).
+
+    Example:
+        >>> async def main():
+        ...     x = em.arange(3) * 2
+        ...     return (await x).tolist()     # await reads without blocking the event loop
+        >>> em.run(main)
+        [0, 2, 4]
+    """
     return trio.run(async_fn, *args)
 
 
@@ -29,7 +37,12 @@ def _actors(device: Device | str | None) -> list:
 
 
 def sync(device: Device | str | None = None) -> None:
-    """Block until the device's stream (every device's, when None) has run."""
+    """Block until the device's stream (every device's, when None) has run.
+
+    Example:
+        >>> y = em.randn(1000, 1000) @ em.randn(1000, 1000)
+        >>> em.sync()     # every device's queued work has run (e.g. before stopping a timer)
+    """
     from ember.tensor import _refuse_inside_trio
 
     _refuse_inside_trio("sync")
@@ -38,7 +51,13 @@ def sync(device: Device | str | None = None) -> None:
 
 
 async def sync_async(device: Device | str | None = None) -> None:
-    """Park the trio task until the device's stream (every device's, when None) has run."""
+    """Park the trio task until the device's stream (every device's, when None) has run.
+
+    Example:
+        >>> async def step():
+        ...     y = em.randn(100, 100).exp()
+        ...     await em.sync_async()
+    """
     for actor in _actors(device):
         actor.raise_if_died()
         await actor.barrier().wait_async()
@@ -46,7 +65,13 @@ async def sync_async(device: Device | str | None = None) -> None:
 
 def list_actors() -> list[ActorInfo]:
     """Every live actor: the devices used so far, the autodiff actor, and the optimizers'
-    and data loaders' actors where they run (``ActorInfo`` records)."""
+    and data loaders' actors where they run (``ActorInfo`` records).
+
+    Example:
+        >>> _ = em.zeros(1).numpy()
+        >>> "device" in {actor.kind for actor in em.list_actors()}
+        True
+    """
     from ember.autodiff.engine import ACTOR
 
     infos = [a.info() for a in live_actors() if not a.stopped] + [ACTOR.info()]
@@ -63,7 +88,14 @@ def register_actor(info: Callable[[], ActorInfo]) -> None:
 
 
 def stats(device: Device | str | None = None) -> Stats:
-    """Counters of one device, or totals over every device used so far."""
+    """Counters of one device, or totals over every device used so far.
+
+    Example:
+        >>> before = em.stats().ops_submitted
+        >>> _ = (em.ones(4) + 1).numpy()
+        >>> em.stats().ops_submitted > before
+        True
+    """
     total = Stats()
     for actor in _actors(device):
         total = total + actor.statistics()
@@ -77,6 +109,13 @@ def trace() -> Iterator[_trace.Trace]:
     The devices are synced on entry and on exit, so the trace holds the ops submitted
     in the block (and none queued before it); ``tr.events`` lists them and
     ``tr.save(path)`` writes a Chrome trace.
+
+    Example:
+        >>> with em.trace() as tr:
+        ...     y = (em.ones(4) + 1).exp().sum()
+        >>> len(tr.events) > 0
+        True
+        >>> tr.save("trace.json")   # open it in ui.perfetto.dev or chrome://tracing
     """
     for actor in _actors(None):
         actor.sync()

@@ -59,6 +59,13 @@ class DataLoader:
 
     Iterate with ``for batch in loader`` in scripts or ``async for batch in loader``
     under trio; each pass is one epoch.
+
+    Example:
+        >>> images, labels = np.zeros((100, 64), np.float32), np.arange(100) % 10
+        >>> loader = train.DataLoader((images, labels), batch_size=32, shuffle=True, seed=0)
+        >>> x, y = next(iter(loader))
+        >>> x.shape, y.shape, len(loader)
+        ((32, 64), (32,), 4)
     """
 
     def __init__(self, dataset: Any, batch_size: int, shuffle: bool = False,

@@ -111,6 +111,15 @@ class Learner:
 
     ``Learner(model_fn, optimizer_fn, loss_fn, cluster=cluster, ...)`` trains data parallel
     on a ``dist.RayCluster`` instead (``ember.train.cluster.ClusterLearner``).
+
+    Example:
+        >>> device = em.cpu().autodiff()
+        >>> model = nn.Sequential(nn.Linear(64, 32, device=device), nn.ReLU(),
+        ...                       nn.Linear(32, 10, device=device))
+        >>> learner = train.Learner(model, optim.Adam(model.parameters(), lr=1e-3),
+        ...                         F.cross_entropy, metrics=("loss", "accuracy"), progress=False)
+        >>> history = learner.fit_sync(train_loader, valid_loader, epochs=5)   # or: await learner.fit(...)
+        >>> history.valid["accuracy"][-1]
     """
 
     def __new__(cls, *args: Any, cluster: Any = None, **kwargs: Any) -> Learner:
