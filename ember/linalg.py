@@ -16,7 +16,12 @@ __all__ = ["cholesky", "det", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm"
 
 def vector_norm(x: Tensor, ord: float = 2, dim: Any = None,  # noqa: A002  (torch's name)
                 keepdim: bool = False) -> Tensor:
-    """The vector ``ord``-norm over ``dim`` (every element when None)."""
+    """The vector ``ord``-norm over ``dim`` (every element when None).
+
+    Example:
+        >>> em.linalg.vector_norm(em.tensor([3.0, -4.0]), ord=1).item()
+        7.0
+    """
     return _vector_norm(x, ord, dim, keepdim)
 
 
@@ -28,6 +33,10 @@ def matrix_norm(a: Tensor, ord: float | str = "fro", dim: tuple[int, int] = (-2,
 
     Raises:
         ValueError: another ``ord``.
+
+    Example:
+        >>> em.linalg.matrix_norm(em.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
+        6.0
     """
     from ember.ops.shape import permute
 
@@ -55,7 +64,12 @@ def norm(x: Tensor, ord: float | str | None = None, dim: Any = None,  # noqa: A0
          keepdim: bool = False) -> Tensor:
     """``torch.linalg.norm``: with ``ord=None``, the 2-norm of the flattened input (or over
     ``dim``); a string ``ord`` or a 2-tuple ``dim`` means a matrix norm (a 2-D input with
-    ``dim=None`` and a numeric ``ord`` too); otherwise a vector norm."""
+    ``dim=None`` and a numeric ``ord`` too); otherwise a vector norm.
+
+    Example:
+        >>> em.linalg.norm(em.tensor([[3.0, 0.0], [0.0, 4.0]])).item()
+        5.0
+    """
     if ord is None:
         return _vector_norm(x, 2, dim, keepdim)
     matrix = isinstance(ord, str) or (isinstance(dim, (tuple, list)) and len(dim) == 2) or (

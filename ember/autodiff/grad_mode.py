@@ -54,11 +54,24 @@ class no_grad(_GradMode):  # noqa: N801  (torch's name)
 
 
 class enable_grad(_GradMode):  # noqa: N801  (torch's name)
-    """Recording back on inside a ``no_grad`` block (or for the decorated function)."""
+    """Recording back on inside a ``no_grad`` block (or for the decorated function).
+
+    Example:
+        >>> with em.no_grad():
+        ...     with em.enable_grad():
+        ...         em.is_grad_enabled()
+        True
+    """
 
     _paused = False
 
 
 def is_grad_enabled() -> bool:
-    """Whether ops on tracked tensors record gradients here (False inside ``no_grad``)."""
+    """Whether ops on tracked tensors record gradients here (False inside ``no_grad``).
+
+    Example:
+        >>> with em.no_grad():
+        ...     em.is_grad_enabled()
+        False
+    """
     return not _paused.get()

@@ -26,6 +26,15 @@ class Param:
     Args:
         value: the initial tensor.
         id: a stable identifier (kept by save / load); a fresh one by default.
+
+    Example:
+        >>> layer = nn.Linear(3, 1, device=em.cpu().autodiff())
+        >>> w = layer.weight                  # a Param
+        >>> w.shape, w.value.is_tracked
+        ((1, 3), True)
+        >>> grads = layer(em.ones((1, 3), device=em.cpu().autodiff())).sum().backward()
+        >>> w.grad(grads).tolist()
+        [[1.0, 1.0, 1.0]]
     """
 
     __slots__ = ("_value", "id")
@@ -79,7 +88,16 @@ class Param:
 
 
 class Buffer(Param):
-    """A non-trainable tensor of a module that is saved with it (BatchNorm's running stats)."""
+    """A non-trainable tensor of a module that is saved with it (BatchNorm's running stats).
+
+    Example:
+        >>> class Counter(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.seen = nn.Buffer(em.zeros(1))   # saved with the module, never trained
+        >>> list(Counter().state_dict())
+        ['seen']
+    """
 
     __slots__ = ()
     trainable = False

@@ -318,6 +318,10 @@ def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
         DeviceError: the producer's memory is neither host memory nor on a GPU ember
             has a device for.
         DTypeError: a dtype ember has no equivalent for (uint64, complex ...).
+
+    Example:
+        >>> em.from_dlpack(np.arange(3.0)).tolist()
+        [0.0, 1.0, 2.0]
     """
     if isinstance(obj, Tensor):
         return obj if device is None else obj.to(resolve_device(device))

@@ -10,7 +10,12 @@ from ember.tensor import Tensor
 
 def empty(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor whose values are unspecified (zeros here: a fill costs nothing next to the
-    read that would find garbage)."""
+    read that would find garbage).
+
+    Example:
+        >>> em.empty(2, 3).shape
+        (2, 3)
+    """
     return zeros(*shape, dtype=dtype, device=device)
 
 
@@ -21,6 +26,12 @@ def normal(mean: float = 0.0, std: float = 1.0, size: Any = None, *, dtype: Any 
 
     Raises:
         ValueError: no ``size`` and neither ``mean`` nor ``std`` a tensor.
+
+    Example:
+        >>> em.normal(0.0, 2.0, (1000,)).shape
+        (1000,)
+        >>> em.normal(em.zeros(3), em.ones(3)).shape
+        (3,)
     """
     like = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
     if size is None:

@@ -56,13 +56,22 @@ def inv(a: Tensor) -> Tensor:
         ShapeError: not a (batch of) square matrices.
         DTypeError: not float32 / float64.
         DeviceError: a device without this kernel (wgpu).
+
+    Example:
+        >>> em.linalg.inv(em.tensor([[2.0, 0.0], [0.0, 4.0]])).tolist()
+        [[0.5, 0.0], [0.0, 0.25]]
     """
     _matrix("linalg.inv", a)
     return call("linalg_inv", (a,), a.shape, a.dtype)
 
 
 def det(a: Tensor) -> Tensor:
-    """The determinant of each square matrix of ``a``; shape ``a.shape[:-2]``."""
+    """The determinant of each square matrix of ``a``; shape ``a.shape[:-2]``.
+
+    Example:
+        >>> em.linalg.det(em.tensor([[2.0, 1.0], [1.0, 3.0]])).item()
+        5.0
+    """
     _matrix("linalg.det", a)
     return call("linalg_det", (a,), a.shape[:-2], a.dtype)
 
@@ -74,6 +83,11 @@ def solve(a: Tensor, b: Tensor) -> Tensor:
     Raises:
         ShapeError: ``a`` not square, or ``b``'s rows differ from ``a``'s, or batch dims
             that do not broadcast.
+
+    Example:
+        >>> a = em.tensor([[3.0, 1.0], [1.0, 2.0]])
+        >>> em.linalg.solve(a, em.tensor([9.0, 8.0])).tolist()
+        [2.0, 3.0]
     """
     _matrix("linalg.solve", a)
     if not isinstance(b, Tensor):
@@ -101,6 +115,10 @@ def cholesky(a: Tensor, upper: bool = False) -> Tensor:
     (``a = L @ L.mT``; reads the lower triangle); ``upper=True`` gives ``L.mT``.
 
     A matrix that is not positive-definite fails at the read (``KernelError``).
+
+    Example:
+        >>> em.linalg.cholesky(em.tensor([[4.0, 2.0], [2.0, 2.0]])).tolist()
+        [[2.0, 0.0], [1.0, 1.0]]
     """
     _matrix("linalg.cholesky", a)
     low = call("linalg_cholesky", (a,), a.shape, a.dtype)
@@ -115,6 +133,12 @@ def qr(a: Tensor, mode: str = "reduced") -> tuple[Tensor, Tensor]:
 
     Raises:
         ValueError: a mode other than "reduced".
+
+    Example:
+        >>> a = em.randn(5, 3)
+        >>> q, r = em.linalg.qr(a)
+        >>> q.shape, r.shape, (q @ r).allclose(a, atol=1e-5)
+        ((5, 3), (3, 3), True)
     """
     _matrix("linalg.qr", a, square=False)
     if mode != "reduced":
@@ -131,6 +155,12 @@ def svd(a: Tensor, full_matrices: bool = True) -> tuple[Tensor, Tensor, Tensor]:
 
     Gradients flow through ``S`` only (``em.linalg.svdvals``); a gradient reaching ``U`` or
     ``Vh`` raises in ``backward``.
+
+    Example:
+        >>> a = em.randn(4, 3)
+        >>> u, s, vh = em.linalg.svd(a, full_matrices=False)
+        >>> u.shape, s.shape, vh.shape, ((u * s) @ vh).allclose(a, atol=1e-5)
+        ((4, 3), (3,), (3, 3), True)
     """
     _matrix("linalg.svd", a, square=False)
     m, n = a.shape[-2:]
@@ -142,7 +172,12 @@ def svd(a: Tensor, full_matrices: bool = True) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def svdvals(a: Tensor) -> Tensor:
-    """The singular values of each matrix, descending; shape ``(*, min(m, n))``."""
+    """The singular values of each matrix, descending; shape ``(*, min(m, n))``.
+
+    Example:
+        >>> em.linalg.svdvals(em.tensor([[3.0, 0.0], [0.0, -4.0]])).tolist()
+        [4.0, 3.0]
+    """
     return svd(a, full_matrices=False)[1]
 
 
@@ -152,6 +187,11 @@ def eigh(a: Tensor, UPLO: str = "L") -> tuple[Tensor, Tensor]:  # noqa: N803  (t
 
     Raises:
         ValueError: ``UPLO`` other than "L" or "U".
+
+    Example:
+        >>> values, vectors = em.linalg.eigh(em.tensor([[2.0, 0.0], [0.0, 1.0]]))
+        >>> values.tolist()
+        [1.0, 2.0]
     """
     _matrix("linalg.eigh", a)
     if UPLO not in ("L", "U"):
@@ -162,7 +202,12 @@ def eigh(a: Tensor, UPLO: str = "L") -> tuple[Tensor, Tensor]:  # noqa: N803  (t
 
 
 def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803
-    """The eigenvalues of each symmetric matrix, ascending."""
+    """The eigenvalues of each symmetric matrix, ascending.
+
+    Example:
+        >>> em.linalg.eigvalsh(em.tensor([[2.0, 1.0], [1.0, 2.0]])).tolist()
+        [1.0, 3.0]
+    """
     return eigh(a, UPLO)[0]
 
 

@@ -86,6 +86,13 @@ def einsum(equation: str, *tensors: Tensor) -> Tensor:
     Raises:
         ShapeError: an equation that does not match the tensors, or one label with two
             different sizes.
+
+    Example:
+        >>> a, b = em.ones((2, 3)), em.ones((3, 4))
+        >>> em.einsum("ij,jk->ik", a, b).tolist()[0]
+        [3.0, 3.0, 3.0, 3.0]
+        >>> em.einsum("bi,bi->b", a, a).tolist()
+        [3.0, 3.0]
     """
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])

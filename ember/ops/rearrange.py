@@ -220,6 +220,11 @@ def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     Raises:
         ShapeError: an input that is not 0-D or 1-D.
         ValueError: an unknown ``indexing``.
+
+    Example:
+        >>> ys, xs = em.meshgrid(em.arange(2), em.arange(3), indexing="ij")
+        >>> ys.tolist(), xs.tolist()
+        ([[0, 0, 0], [1, 1, 1]], [[0, 1, 2], [0, 1, 2]])
     """
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])

@@ -71,6 +71,11 @@ def clip_grad_value(grads: Any, clip_value: float) -> None:
     """Clamp every gradient in ``grads`` (in place) to ``[-clip_value, clip_value]``.
 
     PyTorch's ``torch.nn.utils.clip_grad_value_``.
+
+    Example:
+        >>> grads = loss.backward()
+        >>> optim.clip_grad_value(grads, 1.0)     # every gradient element now in [-1, 1]
+        >>> opt.step(grads)
     """
     clip_value = float(clip_value)
     with no_record():

@@ -54,7 +54,12 @@ _ki_protected = trio.lowlevel.enable_ki_protection
 
 @dataclass
 class EarlyStopping:
-    """Stop when ``metric`` of ``split`` has not improved by ``min_delta`` for ``patience`` epochs."""
+    """Stop when ``metric`` of ``split`` has not improved by ``min_delta`` for ``patience`` epochs.
+
+    Example:
+        >>> learner = train.Learner(model, opt, F.cross_entropy,
+        ...                         early_stopping=train.EarlyStopping("loss", patience=5))
+    """
 
     metric: str = "loss"
     patience: int = 3

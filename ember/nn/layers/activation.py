@@ -87,7 +87,12 @@ class Hardswish(Module):
 
 
 class LeakyReLU(Module):
-    """x where x > 0, else negative_slope · x. Default slope 0.01."""
+    """x where x > 0, else negative_slope · x. Default slope 0.01.
+
+    Example:
+        >>> nn.LeakyReLU(0.1)(em.tensor([-10.0, 2.0])).tolist()
+        [-1.0, 2.0]
+    """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
@@ -101,7 +106,12 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
-    """x where x > 0, else alpha · (exp(x) - 1). Default alpha 1."""
+    """x where x > 0, else alpha · (exp(x) - 1). Default alpha 1.
+
+    Example:
+        >>> nn.ELU()(em.tensor([1.0, 0.0])).tolist()
+        [1.0, 0.0]
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -115,7 +125,12 @@ class ELU(Module):
 
 
 class CELU(Module):
-    """max(0, x) + min(0, alpha · (exp(x / alpha) - 1)). Default alpha 1."""
+    """max(0, x) + min(0, alpha · (exp(x / alpha) - 1)). Default alpha 1.
+
+    Example:
+        >>> nn.CELU()(em.tensor([1.0, 0.0])).tolist()
+        [1.0, 0.0]
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -129,7 +144,12 @@ class CELU(Module):
 
 
 class Hardtanh(Module):
-    """x clamped to [min_val, max_val] (defaults -1, 1)."""
+    """x clamped to [min_val, max_val] (defaults -1, 1).
+
+    Example:
+        >>> nn.Hardtanh()(em.tensor([-3.0, 0.5, 2.0])).tolist()
+        [-1.0, 0.5, 1.0]
+    """
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
                  inplace: bool = False) -> None:
@@ -147,7 +167,12 @@ class Hardtanh(Module):
 
 
 class Softplus(Module):
-    """log(1 + exp(beta · x)) / beta, linear past ``threshold`` (defaults 1, 20)."""
+    """log(1 + exp(beta · x)) / beta, linear past ``threshold`` (defaults 1, 20).
+
+    Example:
+        >>> nn.Softplus()(em.tensor([30.0])).tolist()   # linear past the threshold
+        [30.0]
+    """
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
@@ -191,14 +216,24 @@ class Softmax(_SoftmaxFamily):
 
 
 class LogSoftmax(_SoftmaxFamily):
-    """log_softmax along ``dim`` (the same default as ``Softmax``)."""
+    """log_softmax along ``dim`` (the same default as ``Softmax``).
+
+    Example:
+        >>> nn.LogSoftmax(dim=-1)(em.zeros((1, 2))).exp().tolist()
+        [[0.5, 0.5]]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(x, self._dim(x))
 
 
 class Softmin(_SoftmaxFamily):
-    """softmax(-x) along ``dim`` (the same default as ``Softmax``)."""
+    """softmax(-x) along ``dim`` (the same default as ``Softmax``).
+
+    Example:
+        >>> nn.Softmin(dim=0)(em.tensor([0.0, 0.0])).tolist()
+        [0.5, 0.5]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return F.softmin(x, self._dim(x))

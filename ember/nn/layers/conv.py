@@ -133,6 +133,11 @@ class Conv1d(_Conv):
     Shape:
         (N, C_in, L) or (C_in, L) → (N, C_out, L_out),
         L_out = floor((L + 2·padding - dilation·(kernel_size - 1) - 1) / stride) + 1.
+
+    Example:
+        >>> conv = nn.Conv1d(3, 8, kernel_size=5, padding=2)
+        >>> conv(em.randn(4, 3, 100)).shape, conv.weight.shape
+        ((4, 8, 100), (8, 3, 5))
     """
 
     _spatial = 1
@@ -247,6 +252,10 @@ class ConvTranspose1d(_ConvTransposeNd):
     Shape:
         (N, C_in, L) → (N, C_out, (L - 1)·stride - 2·padding + dilation·(k - 1)
         + output_padding + 1). ``forward(x, output_size=None)`` may ask for a size instead.
+
+    Example:
+        >>> nn.ConvTranspose1d(8, 3, kernel_size=4, stride=2, padding=1)(em.randn(4, 8, 50)).shape
+        (4, 3, 100)
     """
 
     _spatial = 1

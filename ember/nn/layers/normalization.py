@@ -185,6 +185,11 @@ class BatchNorm1d(_BatchNorm):
     As ``BatchNorm2d``, with statistics per channel over N (and L).
 
     Shape: (N, C) or (N, C, L) → the same.
+
+    Example:
+        >>> bn = nn.BatchNorm1d(16)
+        >>> bn(em.randn(32, 16)).shape, bn.running_mean.shape
+        ((32, 16), (16,))
     """
 
     _ranks = (2, 3)
@@ -305,6 +310,10 @@ class InstanceNorm1d(_InstanceNorm):
     """Instance normalization of (N, C, L) or (C, L) inputs: as ``InstanceNorm2d``, over L.
 
     Shape: (N, C, L) or (C, L) → the same.
+
+    Example:
+        >>> nn.InstanceNorm1d(4)(em.randn(2, 4, 50)).shape
+        (2, 4, 50)
     """
 
     _spatial = 1

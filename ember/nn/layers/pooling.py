@@ -68,6 +68,10 @@ class AvgPool2d(Module):
     Shape:
         (N, C, H, W) or (C, H, W) → (..., H_out, W_out),
         H_out = floor_or_ceil((H + 2·p - k) / s) + 1.
+
+    Example:
+        >>> nn.AvgPool2d(2)(em.randn(1, 3, 8, 8)).shape
+        (1, 3, 4, 4)
     """
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -114,6 +118,10 @@ class AdaptiveAvgPool2d(_AdaptivePool):
 
     Shape:
         (N, C, H, W) or (C, H, W) → (..., h, w).
+
+    Example:
+        >>> nn.AdaptiveAvgPool2d(1)(em.randn(2, 3, 7, 7)).shape   # global average pooling
+        (2, 3, 1, 1)
     """
 
     def forward(self, x: Tensor) -> Tensor:
@@ -144,6 +152,10 @@ class AvgPool1d(Module):
     count_include_pad (True), as ``AvgPool2d``'s.
 
     Shape: (..., L) → (..., L_out), L_out = floor_or_ceil((L + 2·p - k) / s) + 1.
+
+    Example:
+        >>> nn.AvgPool1d(2)(em.tensor([[[1.0, 3.0, 5.0, 7.0]]])).tolist()
+        [[[2.0, 6.0]]]
     """
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -167,6 +179,10 @@ class AdaptiveAvgPool1d(_AdaptivePool):
     """The mean over adaptive windows that give ``output_size`` cells along L.
 
     Shape: (N, C, L) or (C, L) → (..., output_size).
+
+    Example:
+        >>> nn.AdaptiveAvgPool1d(4)(em.randn(2, 3, 10)).shape
+        (2, 3, 4)
     """
 
     def forward(self, x: Tensor) -> Tensor:
@@ -177,6 +193,10 @@ class AdaptiveMaxPool1d(_AdaptivePool):
     """The max over adaptive windows that give ``output_size`` cells along L.
 
     Shape: (N, C, L) or (C, L) → (..., output_size).
+
+    Example:
+        >>> nn.AdaptiveMaxPool1d(2)(em.tensor([[[1.0, 5.0, 2.0, 0.0]]])).tolist()
+        [[[5.0, 2.0]]]
     """
 
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:

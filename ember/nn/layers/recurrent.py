@@ -396,6 +396,10 @@ class RNNCell(_CellBase):
     """One Elman RNN step: h' = tanh(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh) (or relu).
 
     Shape: input (N, H_in), hx (N, H) (or unbatched) → h' (N, H).
+
+    Example:
+        >>> nn.RNNCell(10, 20)(em.randn(3, 10)).shape   # hx defaults to zeros
+        (3, 20)
     """
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
@@ -432,6 +436,14 @@ class GRUCell(_CellBase):
     """One GRU step (gates r, z, n), as PyTorch's ``GRUCell``.
 
     Shape: input (N, H_in), hx (N, H) (or unbatched) → h' (N, H).
+
+    Example:
+        >>> cell = nn.GRUCell(10, 20)
+        >>> h = em.zeros((3, 20))
+        >>> for x in em.randn(6, 3, 10):   # six steps of a batch of 3
+        ...     h = cell(x, h)
+        >>> h.shape
+        (3, 20)
     """
 
     mode = "GRU"

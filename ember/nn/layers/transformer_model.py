@@ -69,6 +69,12 @@ class TransformerDecoder(Module):
         norm: a module applied to the last layer's output. Default None.
 
     Shape: as the layer's.
+
+    Example:
+        >>> layer = nn.TransformerDecoderLayer(d_model=32, nhead=4, batch_first=True)
+        >>> decoder = nn.TransformerDecoder(layer, num_layers=2)
+        >>> decoder(em.randn(2, 5, 32), em.randn(2, 7, 32)).shape    # (tgt, memory)
+        (2, 5, 32)
     """
 
     def __init__(self, decoder_layer: Module, num_layers: int,

@@ -49,14 +49,24 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
-    """``Upsample(size, scale_factor, mode="nearest")`` of (N, C, H, W)."""
+    """``Upsample(size, scale_factor, mode="nearest")`` of (N, C, H, W).
+
+    Example:
+        >>> nn.UpsamplingNearest2d(scale_factor=2)(em.tensor([[[[1.0, 2.0]]]])).tolist()
+        [[[[1.0, 1.0, 2.0, 2.0], [1.0, 1.0, 2.0, 2.0]]]]
+    """
 
     def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
-    """``Upsample(size, scale_factor, mode="bilinear", align_corners=True)`` of (N, C, H, W)."""
+    """``Upsample(size, scale_factor, mode="bilinear", align_corners=True)`` of (N, C, H, W).
+
+    Example:
+        >>> nn.UpsamplingBilinear2d(scale_factor=2)(em.randn(1, 3, 8, 8)).shape
+        (1, 3, 16, 16)
+    """
 
     def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
