@@ -108,7 +108,8 @@ def cuda(index: int = 0) -> Device:
     """The CUDA GPU ``cuda:index``.
 
     Example:
-        >>> model = nn.Linear(4, 2).to(em.cuda(0))  # where em.available("cuda") lists it
+        >>> if em.available("cuda"):      # em.cuda(i) raises DeviceError where there is none
+        ...     model = nn.Linear(4, 2).to(em.cuda(0))
     """
     return _get("cuda", index)
 
@@ -117,7 +118,8 @@ def wgpu(index: int = 0) -> Device:
     """The WebGPU adapter ``wgpu:index``.
 
     Example:
-        >>> x = em.randn(1024, device=em.wgpu())  # where em.available("wgpu") lists it
+        >>> if em.available("wgpu"):      # em.wgpu(i) raises DeviceError where there is none
+        ...     x = em.randn(1024, device=em.wgpu())
     """
     return _get("wgpu", index)
 

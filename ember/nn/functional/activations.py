@@ -136,8 +136,8 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
     nothing. The same holds for every activation below that takes it.
 
     Example:
-        >>> F.leaky_relu(em.tensor([-2.0, 3.0]), 0.1).tolist()
-        [-0.2, 3.0]
+        >>> F.leaky_relu(em.tensor([-2.0, 3.0]), 0.5).tolist()
+        [-1.0, 3.0]
     """
     _floating("leaky_relu", x)
     return where(x > 0, x, x * negative_slope)

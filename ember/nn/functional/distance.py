@@ -46,7 +46,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     Shape: any → the same.
 
     Example:
-        >>> F.normalize(em.tensor([[3.0, 4.0]])).tolist()
+        >>> F.normalize(em.tensor([[3.0, 4.0]], dtype=em.float64)).tolist()
         [[0.6, 0.8]]
     """
     _check("normalize", input)

@@ -208,7 +208,8 @@ class Softmax(_SoftmaxFamily):
     3-D inputs, else 1). Pass ``dim``.
 
     Example:
-        >>> nn.Softmax(dim=-1)(em.randn(2, 5)).sum(dim=-1).tolist()   # ≈ [1.0, 1.0]
+        >>> nn.Softmax(dim=-1)(em.zeros((2, 4))).tolist()
+        [[0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25]]
     """
 
     def forward(self, x: Tensor) -> Tensor:
