@@ -34,7 +34,12 @@ _GAINS = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0, "conv_tran
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
-    """PyTorch's recommended gain for ``nonlinearity`` ("relu", "leaky_relu", "tanh", ...)."""
+    """PyTorch's recommended gain for ``nonlinearity`` ("relu", "leaky_relu", "tanh", ...).
+
+    Example:
+        >>> nn.init.calculate_gain("tanh")
+        1.6666666666666667
+    """
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else param
         return math.sqrt(2.0 / (1 + slope ** 2))
@@ -44,7 +49,12 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 
 
 def fan_in_and_out(shape: tuple[int, ...]) -> tuple[int, int]:
-    """Fans as PyTorch computes them: dims 1 and 0 times the receptive field size."""
+    """Fans as PyTorch computes them: dims 1 and 0 times the receptive field size.
+
+    Example:
+        >>> nn.init.fan_in_and_out((16, 3, 5, 5))     # a Conv2d weight (out, in, kh, kw)
+        (75, 400)
+    """
     if len(shape) < 2:
         raise ValueError(f"fan in and fan out need at least 2 dims, got shape {shape}")
     receptive = math.prod(shape[2:])
@@ -240,7 +250,13 @@ def normal_(tensor: Param, mean: float = 0.0, std: float = 1.0, generator: Any =
 
 def trunc_normal_(tensor: Param, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator: Any = None) -> Param:
-    """N(mean, std²) truncated to [a, b] into ``tensor`` (a ``Param``); returns it."""
+    """N(mean, std²) truncated to [a, b] into ``tensor`` (a ``Param``); returns it.
+
+    Example:
+        >>> w = nn.init.trunc_normal_(nn.Embedding(100, 16).weight, std=0.02, a=-0.04, b=0.04)
+        >>> bool((w.value.abs() <= 0.04).all().item())
+        True
+    """
     return trunc_normal(_param("trunc_normal_", tensor, generator), mean, std, a, b)
 
 
@@ -266,7 +282,14 @@ def ones_(tensor: Param) -> Param:
 
 
 def xavier_uniform_(tensor: Param, gain: float = 1.0, generator: Any = None) -> Param:
-    """U(-a, a), a = gain · sqrt(6 / (fan_in + fan_out)), into ``tensor``; returns it."""
+    """U(-a, a), a = gain · sqrt(6 / (fan_in + fan_out)), into ``tensor``; returns it.
+
+    Example:
+        >>> layer = nn.Linear(100, 50)
+        >>> _ = nn.init.xavier_uniform_(layer.weight)
+        >>> bool((layer.weight.value.abs() <= (6 / 150) ** 0.5).all().item())
+        True
+    """
     return xavier_uniform(_param("xavier_uniform_", tensor, generator), gain)
 
 
@@ -283,10 +306,23 @@ def kaiming_uniform_(tensor: Param, a: float = 0.0, mode: str = "fan_in",
 
 def kaiming_normal_(tensor: Param, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu", generator: Any = None) -> Param:
-    """N(0, std²), std = gain / sqrt(fan), into ``tensor``; returns it."""
+    """N(0, std²), std = gain / sqrt(fan), into ``tensor``; returns it.
+
+    Example:
+        >>> conv = nn.Conv2d(3, 16, 3)
+        >>> nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu").shape
+        (16, 3, 3, 3)
+    """
     return kaiming_normal(_param("kaiming_normal_", tensor, generator), a, mode, nonlinearity)
 
 
 def orthogonal_(tensor: Param, gain: float = 1.0, generator: Any = None) -> Param:
-    """A (semi-)orthogonal matrix times ``gain`` into ``tensor``; returns it."""
+    """A (semi-)orthogonal matrix times ``gain`` into ``tensor``; returns it.
+
+    Example:
+        >>> w = nn.Linear(4, 4).weight
+        >>> q = nn.init.orthogonal_(w).value
+        >>> (q @ q.T).allclose(em.eye(4), atol=1e-5)
+        True
+    """
     return orthogonal(_param("orthogonal_", tensor, generator), gain)

@@ -23,7 +23,12 @@ def relu(x: Tensor) -> Tensor:
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """x·Φ(x) (exact, with erf), or its tanh approximation with ``approximate="tanh"``."""
+    """x·Φ(x) (exact, with erf), or its tanh approximation with ``approximate="tanh"``.
+
+    Example:
+        >>> F.gelu(em.tensor([0.0, 10.0])).tolist()
+        [0.0, 10.0]
+    """
     return x.gelu(approximate)
 
 
@@ -85,7 +90,12 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def softmin(x: Tensor, dim: int = -1) -> Tensor:
-    """softmax(-x) along ``dim``."""
+    """softmax(-x) along ``dim``.
+
+    Example:
+        >>> F.softmin(em.tensor([1.0, 1.0]), dim=0).tolist()
+        [0.5, 0.5]
+    """
     return softmax(-x, dim)
 
 
@@ -144,7 +154,12 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
 
 
 def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    """x where x > 0, else alpha · (exp(x) - 1) (Clevert et al., 2015)."""
+    """x where x > 0, else alpha · (exp(x) - 1) (Clevert et al., 2015).
+
+    Example:
+        >>> F.elu(em.tensor([2.0, 0.0])).tolist()
+        [2.0, 0.0]
+    """
     _floating("elu", x)
     return where(x > 0, x, (_not_positive(x).exp() - 1.0) * alpha)
 
@@ -154,7 +169,12 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(x: Tensor, inplace: bool = False) -> Tensor:
-    """scale · elu(x, alpha) with Klambauer et al.'s alpha ≈ 1.6733 and scale ≈ 1.0507."""
+    """scale · elu(x, alpha) with Klambauer et al.'s alpha ≈ 1.6733 and scale ≈ 1.0507.
+
+    Example:
+        >>> F.selu(em.tensor([0.0])).tolist()
+        [0.0]
+    """
     _floating("selu", x)
     return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
@@ -164,6 +184,10 @@ def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
     Raises:
         ValueError: alpha is 0.
+
+    Example:
+        >>> F.celu(em.tensor([2.0, 0.0]), alpha=0.5).tolist()
+        [2.0, 0.0]
     """
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0 (it divides x)")
@@ -178,6 +202,10 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0,
 
     Raises:
         ValueError: min_val > max_val.
+
+    Example:
+        >>> F.hardtanh(em.tensor([-2.0, 0.5, 2.0])).tolist()
+        [-1.0, 0.5, 1.0]
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
@@ -187,26 +215,46 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0,
 
 
 def relu6(x: Tensor, inplace: bool = False) -> Tensor:
-    """min(max(x, 0), 6): ``hardtanh(x, 0, 6)``."""
+    """min(max(x, 0), 6): ``hardtanh(x, 0, 6)``.
+
+    Example:
+        >>> F.relu6(em.tensor([-1.0, 3.0, 8.0])).tolist()
+        [0.0, 3.0, 6.0]
+    """
     return hardtanh(x, 0.0, 6.0)
 
 
 def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
-    """0 where x ≤ -3, 1 where x ≥ 3, else x / 6 + 1 / 2."""
+    """0 where x ≤ -3, 1 where x ≥ 3, else x / 6 + 1 / 2.
+
+    Example:
+        >>> F.hardsigmoid(em.tensor([-4.0, 0.0, 4.0])).tolist()
+        [0.0, 0.5, 1.0]
+    """
     _floating("hardsigmoid", x)
     return where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, x * (1.0 / 6.0) + 0.5))
 
 
 def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
     """x · hardsigmoid(x) (Howard et al., 2019): 0 up to -3, x from 3, x (x + 3) / 6
-    between; at ±3 the gradient is the outer pieces' (0 and 1), as PyTorch's."""
+    between; at ±3 the gradient is the outer pieces' (0 and 1), as PyTorch's.
+
+    Example:
+        >>> F.hardswish(em.tensor([0.0, 3.0, 4.0])).tolist()
+        [0.0, 3.0, 4.0]
+    """
     _floating("hardswish", x)
     return where(x <= -3.0, 0.0, where(x >= 3.0, x, x * (x + 3.0) * (1.0 / 6.0)))
 
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta · x)) / beta, and x itself where beta · x > threshold (where the
-    two agree to the dtype's precision and exp would overflow)."""
+    two agree to the dtype's precision and exp would overflow).
+
+    Example:
+        >>> F.softplus(em.tensor([0.0]), beta=2.0).tolist()   # log(2) / 2
+        [0.3465735912322998]
+    """
     _floating("softplus", x)
     scaled = x * beta if beta != 1.0 else x
     over = scaled > threshold
@@ -226,12 +274,22 @@ def softsign(x: Tensor) -> Tensor:
 
 
 def logsigmoid(x: Tensor) -> Tensor:
-    """log(sigmoid(x)) = -softplus(-x): finite for every finite x."""
+    """log(sigmoid(x)) = -softplus(-x): finite for every finite x.
+
+    Example:
+        >>> F.logsigmoid(em.tensor([0.0])).exp().tolist()
+        [0.5]
+    """
     _floating("logsigmoid", x)
     return -softplus(-x)
 
 
 def mish(x: Tensor, inplace: bool = False) -> Tensor:
-    """x · tanh(softplus(x)) (Misra, 2019)."""
+    """x · tanh(softplus(x)) (Misra, 2019).
+
+    Example:
+        >>> F.mish(em.tensor([0.0])).tolist()
+        [0.0]
+    """
     _floating("mish", x)
     return x * softplus(x).tanh()

@@ -49,6 +49,10 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     """1-D transposed convolution: weight (C_in, C_out / groups, K).
 
     L_out = (L - 1)·stride - 2·padding + dilation·(K - 1) + output_padding + 1.
+
+    Example:
+        >>> F.conv_transpose1d(em.randn(2, 4, 10), em.randn(4, 3, 3), stride=2).shape
+        (2, 3, 21)
     """
     return _conv.conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups,
                                   dilation)
@@ -61,6 +65,10 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
 
     H_out = (H - 1)·stride - 2·padding + dilation·(K_h - 1) + output_padding + 1, W_out
     alike. See ``ember.ops.conv.conv_transpose2d``.
+
+    Example:
+        >>> F.conv_transpose2d(em.randn(1, 8, 5, 5), em.randn(8, 3, 2, 2), stride=2).shape
+        (1, 3, 10, 10)
     """
     return _conv.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
                                   dilation)
@@ -99,7 +107,12 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """The mean over adaptive windows giving ``output_size`` (an int or an (h, w) pair;
-    None keeps that input size). ``adaptive_avg_pool2d(x, 1)`` is global average pooling."""
+    None keeps that input size). ``adaptive_avg_pool2d(x, 1)`` is global average pooling.
+
+    Example:
+        >>> F.adaptive_avg_pool2d(em.ones((2, 3, 7, 5)), 1).tolist()[0]
+        [[[1.0]], [[1.0]], [[1.0]]]
+    """
     return _conv.adaptive_avg_pool2d(input, output_size)
 
 

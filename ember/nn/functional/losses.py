@@ -293,6 +293,10 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
     ``d = input - target``. With ``weight`` (the input's shape), "mean" is the
     plain mean of the weighted losses (PyTorch's choice for this loss).
+
+    Example:
+        >>> F.huber_loss(em.tensor([0.5, 3.0]), em.tensor([0.0, 0.0]), reduction="none").tolist()
+        [0.125, 2.5]
     """
     _check_float("huber_loss", input, "input")
     _check_reduction("huber_loss", reduction)
@@ -321,6 +325,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     (finite there too: differentiating the clamped logs would give 0 / 0) and
     ``w · (log(1 - x) - log x)`` for the target. ``weight`` broadcasts to the
     input's shape.
+
+    Example:
+        >>> F.binary_cross_entropy(em.tensor([0.5, 0.5]), em.tensor([1.0, 0.0])).item()  # log 2
+        0.6931471824645996
     """
     op = "binary_cross_entropy"
     _check_float(op, input, "input")
@@ -397,6 +405,11 @@ def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
     target contributes 0. Reductions are PyTorch's: "none", "sum", "mean" (over
     every element), and "batchmean" (the sum divided by the batch size
     ``input.shape[0]``: the true KL divergence per example).
+
+    Example:
+        >>> p = em.tensor([[0.5, 0.5]])
+        >>> F.kl_div(p.log(), p, reduction="batchmean").item()   # identical distributions
+        0.0
     """
     op = "kl_div"
     _check_float(op, input, "input")

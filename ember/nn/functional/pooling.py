@@ -65,6 +65,10 @@ def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
     Shape: (N, C, L) or (C, L) → (..., L_out), L_out = floor_or_ceil((L + 2·padding -
     kernel_size) / stride) + 1.
+
+    Example:
+        >>> F.avg_pool1d(em.tensor([[[1.0, 3.0, 5.0, 7.0]]]), 2).tolist()
+        [[[2.0, 6.0]]]
     """
     op = "avg_pool1d"
     _check_rank(op, input, (2, 3), "(N, C, L) or (C, L)")
@@ -80,6 +84,10 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     floor(i·L/O) to ceil((i+1)·L/O) - 1.
 
     Shape: (N, C, L) or (C, L) → (..., output_size).
+
+    Example:
+        >>> F.adaptive_avg_pool1d(em.tensor([[[1.0, 3.0, 5.0, 7.0]]]), 2).tolist()
+        [[[2.0, 6.0]]]
     """
     op = "adaptive_avg_pool1d"
     _check_rank(op, input, (2, 3), "(N, C, L) or (C, L)")
@@ -139,6 +147,10 @@ def adaptive_max_pool1d(input: Tensor, output_size: Any,
     ``return_indices``, also each chosen cell's position along L.
 
     Shape: (N, C, L) or (C, L) → (..., output_size).
+
+    Example:
+        >>> F.adaptive_max_pool1d(em.tensor([[[1.0, 3.0, 5.0, 7.0]]]), 2).tolist()
+        [[[3.0, 7.0]]]
     """
     op = "adaptive_max_pool1d"
     _check_rank(op, input, (2, 3), "(N, C, L) or (C, L)")
