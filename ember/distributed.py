@@ -52,6 +52,12 @@ class RayCluster:
     Raises:
         ImportError: ray is not installed (``pip install 'ember[ray]'``).
         RuntimeError: the local cluster's node address is not loopback.
+
+    Example:
+        >>> from ember import distributed as dist
+        >>> with dist.RayCluster(num_workers=2) as cluster:
+        ...     learner = train.Learner(make_model, make_optimizer, F.cross_entropy, cluster=cluster)
+        ...     history = learner.fit_sync(loader, epochs=3)      # learner.model: the trained weights
     """
 
     def __init__(self, num_workers: int, devices_per_worker: int = 1, device: str = "cpu",

@@ -138,7 +138,14 @@ def test_examples_are_true(tmp_path, monkeypatch):
     # ``loader``: a usage sketch) raises NameError and is left out; every other failure is
     # a false example.
     monkeypatch.chdir(tmp_path)
+    precision = em.get_float32_matmul_precision()  # an example sets it
+    try:
+        _run_examples()
+    finally:
+        em.set_float32_matmul_precision(precision)
 
+
+def _run_examples() -> None:
     names = {"em": em, "np": np, "nn": nn, "F": functional, "optim": optim, "train": train,
              "linalg": linalg, "lr_scheduler": lr_scheduler}
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)

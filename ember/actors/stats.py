@@ -37,7 +37,14 @@ class Stats(msgspec.Struct, frozen=True):
 class ActorInfo(msgspec.Struct, frozen=True):
     """One live actor (``em.list_actors()``): its name, kind (``"device"``, ``"autodiff"``,
     ``"optimizer"`` or ``"loader"``), the thread that runs it (``""`` before it starts),
-    the messages it has been sent and how many wait in its mailbox."""
+    the messages it has been sent and how many wait in its mailbox.
+
+    Example:
+        >>> _ = em.zeros(1).numpy()
+        >>> info = next(a for a in em.list_actors() if a.kind == "device")
+        >>> info.name, info.messages > 0
+        ('cpu:0', True)
+    """
 
     name: str
     kind: str

@@ -16,5 +16,10 @@ def cache_dir(*parts: str) -> str:
 
 
 def clear_cache() -> None:
-    """Remove every compiled kernel and autotune result ember stored on disk."""
+    """Remove every compiled kernel and autotune result ember stored on disk.
+
+    Example:
+        ``em.clear_cache()`` frees the disk space; the next run compiles and autotunes its
+        kernels again.
+    """
     shutil.rmtree(cache_dir(), ignore_errors=True)

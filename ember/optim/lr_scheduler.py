@@ -280,6 +280,11 @@ class SequentialLR(LRScheduler):
     PyTorch's: building it resets the lr to ``initial_lr`` and re-runs the first
     scheduler's first step; at a milestone the next scheduler restarts from
     its closed form at epoch 0.
+
+    Example:
+        >>> warmup = lr_scheduler.LinearWarmup(opt, warmup_steps=100)
+        >>> decay = lr_scheduler.CosineAnnealingLR(opt, T_max=900)
+        >>> sched = lr_scheduler.SequentialLR(opt, [warmup, decay], milestones=[100])
     """
 
     def __init__(self, optimizer: Optimizer, schedulers: Sequence[LRScheduler],
@@ -329,6 +334,10 @@ class ChainedScheduler(LRScheduler):
 
     ``ChainedScheduler(schedulers, optimizer=None)`` as PyTorch; the
     optimizer-first order ``ChainedScheduler(optimizer, schedulers)`` is accepted too.
+
+    Example:
+        >>> sched = lr_scheduler.ChainedScheduler([lr_scheduler.ExponentialLR(opt, gamma=0.9),
+        ...                                        lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)])
     """
 
     def __init__(self, schedulers: Any, optimizer: Any = None) -> None:

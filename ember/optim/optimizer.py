@@ -86,6 +86,14 @@ class Optimizer:
     names of their state tensors in ``state_keys``; ``plan_single`` (optional) gives
     the same update as a program for the multi-tensor path. Each takes ``h``, the
     hyperparameters of the parameter's group.
+
+    Example:
+        >>> opt = optim.SGD([{"params": model.backbone.parameters(), "lr": 1e-4},
+        ...                  {"params": model.head.parameters()}], lr=1e-2, momentum=0.9)
+        >>> opt.param_groups[1]["lr"]
+        0.01
+        >>> grads = loss.backward()
+        >>> opt.step(grads)       # returns at once; later forwards see the updated parameters
     """
 
     # Whether ``step`` submits one multi-tensor op per device and dtype (where the
