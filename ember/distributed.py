@@ -54,7 +54,8 @@ class RayCluster:
         RuntimeError: the local cluster's node address is not loopback.
 
     Example:
-        >>> from ember import distributed as dist
+        With ``from ember import distributed as dist``:
+
         >>> with dist.RayCluster(num_workers=2) as cluster:
         ...     learner = train.Learner(make_model, make_optimizer, F.cross_entropy, cluster=cluster)
         ...     history = learner.fit_sync(loader, epochs=3)      # learner.model: the trained weights
