@@ -57,8 +57,9 @@ class RayCluster:
         With ``from ember import distributed as dist``:
 
         >>> with dist.RayCluster(num_workers=2) as cluster:
-        ...     learner = train.Learner(make_model, make_optimizer, F.cross_entropy, cluster=cluster)
-        ...     history = learner.fit_sync(loader, epochs=3)      # learner.model: the trained weights
+        ...     learner = train.Learner(make_model, make_optimizer, F.cross_entropy,
+        ...                             cluster=cluster)
+        ...     history = learner.fit_sync(loader, epochs=3)   # learner.model: the weights
     """
 
     def __init__(self, num_workers: int, devices_per_worker: int = 1, device: str = "cpu",

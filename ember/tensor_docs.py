@@ -96,7 +96,7 @@ _PREDICATES = {
 
 
 def _logical(name: str, word: str, result: str) -> str:
-    return f"""Elementwise logical {word.upper()} of ``self`` and ``other``, each read as ``x != 0``.
+    return f"""Elementwise logical {word.upper()} of ``self`` and ``other``, read as ``x != 0``.
 
 Args:
     other: a tensor or Python scalar; the shapes broadcast.
@@ -127,7 +127,7 @@ Example:
 
 
 def _conversion(name: str, dtype: str) -> str:
-    return f"""This tensor converted to {dtype} (``self.to(em.{dtype})``; itself if already {dtype}).
+    return f"""This tensor converted to {dtype}, ``self.to(em.{dtype})`` (itself if already so).
 
 Floats to integers truncate toward zero; anything to bool is ``x != 0``.
 
@@ -237,7 +237,7 @@ Example:
     >>> em.arange(4).reshape(2, 2).tolist()
     [[0, 1], [2, 3]]
 """,
-    "round": """Each element rounded half to even (``decimals`` places; negative: tens, hundreds...).
+    "round": """Each element rounded half to even, to ``decimals`` places (negative: tens...).
 
 The result has the input's shape and dtype; integer tensors come back unchanged for
 ``decimals=0`` (as in PyTorch); bool tensors raise ``DTypeError``.

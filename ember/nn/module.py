@@ -189,7 +189,7 @@ class Module:
         return self
 
     def eval(self) -> Module:
-        """Set evaluation mode (``train(False)``) on this module and every sub-module; returns it."""
+        """Set evaluation mode (``train(False)``) on this module and its sub-modules; returns it."""
         return self.train(False)
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -247,7 +247,7 @@ class Module:
     # ----- display ---------------------------------------------------------------------
 
     def extra_repr(self) -> str:
-        """The layer's settings shown inside its ``repr`` (e.g. ``in_features=4, out_features=2``)."""
+        """The layer's settings shown in its ``repr`` (``in_features=4, out_features=2``)."""
         return ""
 
     def __repr__(self) -> str:

@@ -336,8 +336,9 @@ class ChainedScheduler(LRScheduler):
     optimizer-first order ``ChainedScheduler(optimizer, schedulers)`` is accepted too.
 
     Example:
-        >>> sched = lr_scheduler.ChainedScheduler([lr_scheduler.ExponentialLR(opt, gamma=0.9),
-        ...                                        lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)])
+        >>> sched = lr_scheduler.ChainedScheduler([
+        ...     lr_scheduler.ExponentialLR(opt, gamma=0.9),
+        ...     lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)])
     """
 
     def __init__(self, schedulers: Any, optimizer: Any = None) -> None:

@@ -123,7 +123,7 @@ class Learner:
         ...                       nn.Linear(32, 10, device=device))
         >>> learner = train.Learner(model, optim.Adam(model.parameters(), lr=1e-3),
         ...                         F.cross_entropy, metrics=("loss", "accuracy"), progress=False)
-        >>> history = learner.fit_sync(train_loader, valid_loader, epochs=5)   # or: await learner.fit(...)
+        >>> history = learner.fit_sync(train_loader, valid_loader, epochs=5)  # await fit(...)
         >>> history.valid["accuracy"][-1]
     """
 
