@@ -115,7 +115,13 @@ class Tensor:
 
     @property
     def is_tracked(self) -> bool:
-        """Whether gradients flow to or through this tensor."""
+        """Whether gradients flow to or through this tensor.
+
+        Example:
+            >>> w = em.zeros(3, device=em.cpu().autodiff()).require_grad()
+            >>> w.is_tracked, (w * 2).is_tracked, em.zeros(3).is_tracked
+            (True, True, False)
+        """
         return self._node is not None
 
     def require_grad(self) -> Tensor:
@@ -124,6 +130,12 @@ class Tensor:
         Raises:
             EmberError: the tensor is not on an autodiff device, or was computed
                 from tracked tensors (only leaves can be marked).
+
+        Example:
+            >>> w = em.tensor([1.0, 2.0], device=em.cpu().autodiff()).require_grad()
+            >>> grads = (w * w).sum().backward()
+            >>> w.grad(grads).tolist()
+            [2.0, 4.0]
         """
         from ember.autodiff.graph import LEAF, leaf
 
@@ -143,7 +155,12 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """PyTorch's name for ``require_grad()`` (``requires_grad=False`` is refused: a
-        tracked leaf stays tracked; use ``.detach()``)."""
+        tracked leaf stays tracked; use ``.detach()``).
+
+        Example:
+            >>> em.ones(2, device=em.cpu().autodiff()).requires_grad_().is_tracked
+            True
+        """
         if not requires_grad:
             raise EmberError("requires_grad_(False): tracking cannot be switched off in place; "
                              "help: use t.detach()")
@@ -154,19 +171,39 @@ class Tensor:
 
         A non-scalar tensor needs ``grad``, the gradient seeding the walk. The
         graph is consumed: a second ``backward`` through it raises.
+
+        Example:
+            >>> x = em.tensor([1.0, 2.0, 3.0], device=em.cpu().autodiff()).require_grad()
+            >>> grads = (x ** 2).sum().backward()      # returns at once: the gradients are futures
+            >>> x.grad(grads).tolist()
+            [2.0, 4.0, 6.0]
+            >>> y = x * 3                              # a non-scalar output needs grad=
+            >>> x.grad(y.backward(em.ones(3, device=x.device))).tolist()
+            [3.0, 3.0, 3.0]
         """
         from ember.autodiff.engine import ACTOR
 
         return ACTOR.backward(self, grad)
 
     def grad(self, grads: Any) -> Tensor | None:
-        """This leaf's gradient in ``grads`` (on the inner device), or None if untracked."""
+        """This leaf's gradient in ``grads`` (on the inner device), or None if untracked.
+
+        Example:
+            >>> x = em.tensor(2.0, device=em.cpu().autodiff()).require_grad()
+            >>> x.grad((x ** 3).backward()).item()
+            12.0
+        """
         return grads.get(self)
 
     # ----- reads ---------------------------------------------------------------------
 
     def numpy(self) -> np.ndarray:
-        """The data as a read-only NumPy array; blocks until it is computed."""
+        """The data as a read-only NumPy array; blocks until it is computed.
+
+        Example:
+            >>> em.arange(3).numpy()
+            array([0, 1, 2])
+        """
         host = self._host
         if host is None:
             _refuse_inside_trio("numpy")
@@ -192,7 +229,12 @@ class Tensor:
         return self._read_async().__await__()
 
     def item(self) -> bool | int | float:
-        """The value of a one-element tensor as a Python scalar."""
+        """The value of a one-element tensor as a Python scalar.
+
+        Example:
+            >>> em.tensor([[2.5]]).item()
+            2.5
+        """
         if math.prod(self.shape) != 1:
             from ember.errors import ShapeError
 

@@ -33,6 +33,12 @@ def astype(x: Tensor, dtype: Any) -> Tensor:
     As in PyTorch: floats to integers truncate toward zero, anything to bool
     is ``x != 0`` (NaN is true), bool to numbers is 0 / 1. Out-of-range
     float-to-integer values are undefined (they are on every backend).
+
+    Example:
+        >>> em.tensor([1.7, -1.7, 0.0]).astype(em.int32).tolist()
+        [1, -1, 0]
+        >>> em.tensor([2, 0]).astype("bool").tolist()
+        [True, False]
     """
     target = _dtype.as_dtype(dtype)
     if target is x.dtype:
@@ -83,6 +89,11 @@ def to(x: Tensor, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
     Gradients flow through float casts and through moves to an autodiff
     device (back to ``x``'s device); a move to a device without tracking
     gives a constant, as ``detach`` does.
+
+    Example:
+        >>> x = em.tensor([1.5, 2.5])
+        >>> x.to(em.int64).tolist(), str(x.to("cpu:1").device), x.to("cpu:1", em.float64).dtype
+        ([1, 2], 'cpu:1', ember.float64)
     """
     if len(args) > 2:
         raise TypeError(f"to: expected at most a device and a dtype, got {len(args)} arguments")

@@ -219,6 +219,12 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     Either bound may be None (not both); bounds may be scalars or tensors
     (which broadcast). The result dtype is PyTorch's ``result_type(x, min, max)``;
     where ``min > max`` every element becomes ``max``; NaN stays NaN.
+
+    Example:
+        >>> em.tensor([-2.0, 0.5, 3.0]).clamp(min=0.0, max=1.0).tolist()
+        [0.0, 0.5, 1.0]
+        >>> em.tensor([1, 5, 9]).clamp(max=em.tensor([2, 2, 10])).tolist()
+        [1, 2, 9]
     """
     if type(x) is not Tensor:
         raise DTypeError(f"clamp: expected a tensor, got {type(x).__name__}")

@@ -127,6 +127,10 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
 
     Raises:
         ShapeError: a tensor under 2 dims, or ``dim1 == dim2``.
+
+    Example:
+        >>> em.arange(9).reshape(3, 3).diagonal(offset=1).tolist()
+        [1, 5]
     """
     _check_tensor("diagonal", x)
     return _diagonal(x, offset, dim1, dim2)

@@ -202,6 +202,10 @@ def t(x: Tensor) -> Tensor:
 
     Raises:
         ShapeError: ``x`` has more than 2 dims.
+
+    Example:
+        >>> em.zeros((2, 3)).T.shape
+        (3, 2)
     """
     _check_tensor("T", x)
     if x.ndim < 2:
