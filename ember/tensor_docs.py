@@ -601,7 +601,14 @@ def _from_ops(path: str) -> str:
 
 
 def attach(cls: Any) -> None:
-    """Give each of ``cls``'s methods and properties named in the tables its docstring."""
+    """Give each of ``cls``'s methods and properties named in the tables its docstring.
+
+    A docstring written on the method itself wins, and a name ``cls`` lacks is passed over:
+    tests/test_docstrings.py names such entries, so the table loses them, but an import
+    never fails on one.
+    """
     for name in DOCS.keys() | FROM_OPS.keys():
-        doc = DOCS[name] if name in DOCS else _from_ops(FROM_OPS[name])
-        vars(cls)[name].__doc__ = doc  # a function's or a property's
+        member = vars(cls).get(name)
+        if member is None or member.__doc__:
+            continue
+        member.__doc__ = DOCS[name] if name in DOCS else _from_ops(FROM_OPS[name])

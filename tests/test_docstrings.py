@@ -126,6 +126,21 @@ def test_tensor_lists_its_operators():
             assert any(symbol in word for word in spelled), (dunder, symbol)
 
 
+def test_the_tensor_docs_table_has_no_dead_entry():
+    # ember/tensor_docs.py documents Tensor's one-line methods: an entry whose method is
+    # gone, or that a docstring written on the method shadows, is dead text.
+    from ember import tensor_docs
+
+    dead = []
+    for name in tensor_docs.DOCS.keys() | tensor_docs.FROM_OPS.keys():
+        member = vars(em.Tensor).get(name)
+        table = (tensor_docs.DOCS[name] if name in tensor_docs.DOCS
+                 else tensor_docs._from_ops(tensor_docs.FROM_OPS[name]))
+        if member is None or member.__doc__ != table:
+            dead.append(name)
+    assert not dead, f"entries of ember/tensor_docs.py to remove: {sorted(dead)}"
+
+
 def test_generated_functions_share_their_method_docstring():
     # em.NAME(t, ...) is generated from the Tensor method: one source for both docstrings.
     assert em.exp.__doc__ and em.Tensor.exp.__doc__ in em.exp.__doc__
