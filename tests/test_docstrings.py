@@ -153,6 +153,7 @@ def test_examples_are_true(tmp_path, monkeypatch):
     # ``loader``: a usage sketch) raises NameError and is left out; every other failure is
     # a false example.
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EMBER_DEVICE", raising=False)  # the examples' default device: cpu:0
     precision = em.get_float32_matmul_precision()  # an example sets it
     try:
         _run_examples()
@@ -163,7 +164,8 @@ def test_examples_are_true(tmp_path, monkeypatch):
 def _run_examples() -> None:
     names = {"em": em, "np": np, "nn": nn, "F": functional, "optim": optim, "train": train,
              "linalg": linalg, "lr_scheduler": lr_scheduler}
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    runner = doctest.DocTestRunner(verbose=False,  # not doctest's default: '-v' in sys.argv
+                                   optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     failures, checked, seen = [], 0, set()
     for name, obj in sorted(_walk().items()):
         doc = _doc(obj) or ""

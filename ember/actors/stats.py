@@ -41,9 +41,9 @@ class ActorInfo(msgspec.Struct, frozen=True):
 
     Example:
         >>> _ = em.zeros(1).numpy()
-        >>> info = next(a for a in em.list_actors() if a.kind == "device")
-        >>> info.name, info.messages > 0
-        ('cpu:0', True)
+        >>> info = next(a for a in em.list_actors() if a.name == "cpu:0")
+        >>> info.kind, info.messages > 0
+        ('device', True)
     """
 
     name: str
