@@ -62,6 +62,20 @@ _FLOAT_UNARY = {
                 "[0.5]"),
     "silu": ("SiLU (swish) of each element.", "x * sigmoid(x)", "[0.0]", "[0.0]"),
     "erf": ("The Gauss error function of each element.", "erf(x)", "[0.0]", "[0.0]"),
+    "asin": ("The arcsine of each element, in radians (``nan`` outside [-1, 1]); alias "
+             "``arcsin``.", "asin(x)", "[0.0]", "[0.0]"),
+    "acos": ("The arccosine of each element, in radians (``nan`` outside [-1, 1]); alias "
+             "``arccos``.", "acos(x)", "[1.0]", "[0.0]"),
+    "atan": ("The arctangent of each element, in radians; alias ``arctan``.", "atan(x)",
+             "[0.0]", "[0.0]"),
+    "sinh": ("The hyperbolic sine of each element.", "sinh(x)", "[0.0]", "[0.0]"),
+    "cosh": ("The hyperbolic cosine of each element.", "cosh(x)", "[0.0]", "[1.0]"),
+    "asinh": ("The inverse hyperbolic sine of each element; alias ``arcsinh``.", "asinh(x)",
+              "[0.0]", "[0.0]"),
+    "acosh": ("The inverse hyperbolic cosine of each element (``nan`` below 1); alias "
+              "``arccosh``.", "acosh(x)", "[1.0]", "[0.0]"),
+    "atanh": ("The inverse hyperbolic tangent of each element (``±inf`` at ±1); alias "
+              "``arctanh``.", "atanh(x)", "[0.0]", "[0.0]"),
 }
 
 # name: (summary, formula, example input, example output, dtype rule)
@@ -165,6 +179,10 @@ FROM_OPS = {
     "cumsum": "reduction.cumsum", "sort": "sorting.sort", "argsort": "sorting.argsort",
     "topk": "sorting.topk", "matmul": "linalg.matmul", "clamp": "elementwise.clamp",
     "to": "conversion.to", "astype": "conversion.astype", "diagonal": "rearrange.diagonal",
+    "copysign": "more_math.copysign", "logaddexp": "more_math.logaddexp",
+    "cumprod": "scans.cumprod", "cummax": "scans.cummax", "cummin": "scans.cummin",
+    "logcumsumexp": "scans.logcumsumexp", "scatter": "scatter.scatter",
+    "scatter_reduce": "scatter.scatter_reduce", "unfold": "rearrange.unfold",
 }
 
 DOCS: dict[str, str] = {}
@@ -462,11 +480,27 @@ Example:
     >>> [r.item() for r in em.tensor([1.0, 3.0]).var_mean(correction=0)]
     [1.0, 2.0]
 """,
-    "view": """Alias of ``reshape`` (tensors are immutable, so a view and a copy cannot differ).
+    "view": """``view(*shape)``: ``reshape`` (tensors are immutable, so a view and a copy cannot
+differ); ``view(dtype)``: the same bytes read as ``dtype``, as PyTorch's bitcast.
+
+A bitcast to a dtype of the same size keeps the shape; to another size it rescales the last
+dim (float32 to float16 doubles it; float16 to float32 halves it, which must divide). The
+bitcast carries no gradient.
 
 Example:
     >>> em.arange(6).view(3, 2).shape
     (3, 2)
+    >>> em.tensor([1.0]).view(em.int32).tolist()    # float32 1.0's bits
+    [1065353216]
+""",
+    "atan2": f"""The angle of the point ``(other, self)``: ``atan2(self, other)`` in radians, in
+``[-pi, pi]``, elementwise; alias ``arctan2``.
+
+{_BINARY_RULE} Integer tensors compute in float32.
+
+Example:
+    >>> em.tensor([0.0, 1.0]).atan2(em.tensor([1.0, 0.0])).tolist()
+    [0.0, 1.5707963705062866]
 """,
     "flip": """The elements in reverse order along each of ``dims``, as ``torch.flip``.
 
