@@ -31,10 +31,9 @@ class Tensor:
     ``t.numpy()``, ``t.item()``, ``t.tolist()``, ``np.asarray(t)`` and, in async code,
     ``await t`` (which returns the NumPy array). ``bool(t)`` raises: use ``t.item()``.
 
-    Attributes:
-        shape: the sizes of the dims, a tuple of ints.
-        dtype: the element type (``em.float32``, ``em.int64``, ``em.bool`` ...).
-        device: the ``Device`` that holds the data and computes on it.
+    Known at once: ``t.shape`` (the sizes of the dims, a tuple of ints), ``t.dtype`` (the
+    element type: ``em.float32``, ``em.int64``, ``em.bool`` ...) and ``t.device`` (the
+    ``Device`` that holds the data and computes on it).
 
     Operators:
         ``+ - * / // % **`` (elementwise arithmetic, as ``add sub mul div
