@@ -359,22 +359,29 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     _check_tensor("scatter_add", x)
     _check_index_dtype("scatter_add", index)
     _check_tensor("scatter_add", src, "src")
-    same_device("scatter_add", (x, index, src))
+    d = check_scatter_operands("scatter_add", x, dim, index, src)
+    return call("scatter_add", (x, index, src), x.shape, x.dtype, (d,))
+
+
+def check_scatter_operands(op: str, x: Tensor, dim: int, index: Tensor, src: Tensor) -> int:
+    """The normalized ``dim`` of a scatter of tensor ``src`` into ``x`` at ``index``;
+    raises unless they share a device, ``src`` has ``x``'s dtype and the shapes fit."""
+    same_device(op, (x, index, src))
     if src.dtype is not x.dtype:
-        raise DTypeError(f"scatter_add: src has dtype {src.dtype.name} but the input has "
+        raise DTypeError(f"{op}: src has dtype {src.dtype.name} but the input has "
                          f"{x.dtype.name}; help: convert with src.to(em.{x.dtype.name})")
-    d = normalize_dim("scatter_add", dim, x.shape)
+    d = normalize_dim(op, dim, x.shape)
     xs, idx, ss = _dims(x.shape), _dims(index.shape), _dims(src.shape)
     shapes = f"input {x.shape}, index {index.shape}, src {src.shape}"
     if not len(xs) == len(idx) == len(ss):
-        raise ShapeError(f"scatter_add: input, index and src need the same number of dims, got "
+        raise ShapeError(f"{op}: input, index and src need the same number of dims, got "
                          f"{shapes}")
     for i, (n, m, s) in enumerate(zip(idx, xs, ss)):
         if n > s or (i != d and n > m):
-            raise ShapeError(f"scatter_add: index is too large in dim {i} ({shapes}); it must be "
-                             f"no larger than src in every dim and than the input in every dim "
+            raise ShapeError(f"{op}: index is too large in dim {i} ({shapes}); it must be no "
+                             f"larger than src in every dim and than the input in every dim "
                              f"but {d}")
-    return call("scatter_add", (x, index, src), x.shape, x.dtype, (d,))
+    return d
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:

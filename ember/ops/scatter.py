@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember import dtype as _dtype
-from ember.errors import DTypeError, ShapeError
+from ember.errors import DTypeError
 from ember.op_kinds import OTHER, declare
 from ember.ops import dtype_rules as rules
-from ember.ops._core import call, normalize_dim, same_device
+from ember.ops._core import call
 from ember.ops.elementwise import where
 from ember.ops.gradient_rules import differentiable
+from ember.ops.indexing import check_scatter_operands
 from ember.tensor import Tensor
 
 declare(OTHER, "scatter", "scatter_reduce", dtype_rule=rules.keep)
@@ -46,22 +46,7 @@ def _check(op: str, x: Any, dim: Any, index: Any, src: Any) -> tuple[int, Tensor
             raise TypeError(f"{op}: src must be a tensor or a Python scalar, got "
                             f"{type(src).__name__}")
         src = full(index.shape, src, dtype=x.dtype, device=x.device)
-    elif src.dtype is not x.dtype:
-        raise DTypeError(f"{op}: src has dtype {src.dtype.name} but the input has "
-                         f"{x.dtype.name}; help: convert with src.to(em.{x.dtype.name})")
-    same_device(op, (x, index, src))
-    d = normalize_dim(op, dim, x.shape)
-    xs, idx, ss = x.shape or (1,), index.shape or (1,), src.shape or (1,)
-    shapes = f"input {x.shape}, index {index.shape}, src {src.shape}"
-    if not len(xs) == len(idx) == len(ss):
-        raise ShapeError(f"{op}: input, index and src need the same number of dims, got "
-                         f"{shapes}")
-    for i, (n, m, s) in enumerate(zip(idx, xs, ss)):
-        if n > s or (i != d and n > m):
-            raise ShapeError(f"{op}: index is too large in dim {i} ({shapes}); it must be no "
-                             f"larger than src in every dim and than the input in every dim "
-                             f"but {d}")
-    return d, src
+    return check_scatter_operands(op, x, dim, index, src), src
 
 
 def scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
