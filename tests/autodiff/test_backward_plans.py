@@ -332,3 +332,11 @@ def test_a_failed_forward_value_reaches_the_reader_under_replay_as_under_a_walk(
     assert f"test_backward_plans.py:{line}" in errors[1]
     np.testing.assert_array_equal(_failing_step([3.0, 4.0]).numpy(), [12.0, 16.0])  # goes on
     assert counts()[0] == 2
+
+
+
+def test_attrs_keys_tell_equal_values_of_different_types_apart():
+    keys = [plans._attrs_key(a) for a in
+            [(2,), (2.0,), (True,), (np.float64(2.0),), (0.0,), (-0.0,), ((1, 2),), ()]]
+    assert len(set(keys)) == len(keys)
+    assert plans._attrs_key((2.0, (1, 2))) == plans._attrs_key((2.0, (1, 2)))
