@@ -69,17 +69,6 @@ class Lane:
         else:
             self.made.update(getattr(msg, "outs", ()))
 
-    def extend(self, messages: list, nbytes: int, made: list[int]) -> None:
-        """``append`` for a piece of messages at once, which make the ids ``made`` (a
-        replayed backward plan, ``autodiff/plans.py``): a device waiting at the gate may run
-        them."""
-        self.messages.extend(messages)
-        self.nbytes += nbytes
-        self.made.update(made)
-        self.ready.set()
-        if self.awaited:
-            time.sleep(0)  # as in append
-
     def holds(self, tensor_id: int) -> bool:
         """Whether a drop of ``tensor_id`` belongs in this lane (so that the walk frees what
         it is done with as it goes): a value made in the lane, or one from before the gate

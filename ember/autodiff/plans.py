@@ -49,9 +49,6 @@ _CALL, _MULTI, _UPLOAD, _DROP, _RELEASE = range(5)
 _SEED = (-1, 0)  # the place of the seed gradient among a plan's external values
 
 _encode = msgspec.msgpack.Encoder().encode
-# Replay hands a lane its messages in pieces of this many: as often as a walk's lane tells
-# a device waiting at its gate that more has arrived (``actors/lanes.py``).
-_PIECE = 64
 
 
 def _attrs_key(attrs: tuple) -> Any:
@@ -156,70 +153,37 @@ def bind(plan: Plan, order: list[Node], seed: Any, promised: dict) -> list[int] 
 
 def replay(plan: Plan, env: list[int], order: list[Node], lanes: dict, site: tuple) -> None:
     """Append the plan's messages to ``lanes`` (by device actor), with the ids of ``env``
-    and the user's ``site``, releasing the nodes' kept tensors where the walk did.
-
-    Messages go to a lane in pieces (``Lane.extend``). The tensors a node releases are let
-    go of after the piece the release falls in: their drops (their handles' finalizers)
-    then follow the messages before them, as in the walk, if a few messages later.
-    """
+    and the user's ``site``, releasing the nodes' kept tensors where the walk did."""
     from ember.ops._core import next_id
 
-    # By device: [messages, the ids they make, their bytes, the lane], one piece's worth.
-    pieces = {actor.name: [[], [], 0, lane] for actor, lane in lanes.items()}
-    released: list = []
-    count = 0
-
-    def flush() -> None:
-        for piece in pieces.values():
-            messages, made, nbytes, lane = piece
-            if messages:
-                lane.extend(messages, nbytes, made)
-                piece[0], piece[1], piece[2] = [], [], 0
-        released.clear()
-
+    by_name = {actor.name: lane for actor, lane in lanes.items()}
     for step in plan.steps:
         kind = step[0]
         if kind == _CALL:
             _, device, op, out, ins, attrs, shape, dtype, nbytes = step
-            tensor_id = env[out]
-            if not tensor_id:
-                tensor_id = env[out] = next_id()
-            piece = pieces[device]
-            piece[0].append(Call(op, tensor_id, tuple([env[i] for i in ins]), attrs, shape,
-                                 dtype, site))
-            piece[1].append(tensor_id)
-            piece[2] += nbytes
+            if not env[out]:
+                env[out] = next_id()
+            by_name[device].append(Call(op, env[out], tuple([env[i] for i in ins]), attrs,
+                                        shape, dtype, site), nbytes)
         elif kind == _DROP:
-            pieces[step[1]][0].append(Drop(env[step[2]]))
+            by_name[step[1]].append(Drop(env[step[2]]))
         elif kind == _RELEASE:
             node = order[step[1]]
-            released.append((node.saved_inputs, node.saved_output))
             node.saved_inputs = None
             node.saved_output = None
-            continue
         elif kind == _MULTI:
             _, device, op, outs, ins, attrs, shapes, dtypes, nbytes = step
             for o in outs:
                 if not env[o]:
                     env[o] = next_id()
-            ids = tuple([env[o] for o in outs])
-            piece = pieces[device]
-            piece[0].append(MultiCall(op, ids, tuple([env[i] for i in ins]), attrs, shapes,
-                                      dtypes, site))
-            piece[1].extend(ids)
-            piece[2] += nbytes
+            by_name[device].append(MultiCall(op, tuple([env[o] for o in outs]),
+                                             tuple([env[i] for i in ins]), attrs, shapes,
+                                             dtypes, site), nbytes)
         else:  # _UPLOAD: a fresh copy, as the device may adopt the array it is given
             _, device, out, data, nbytes = step
             if not env[out]:
                 env[out] = next_id()
-            piece = pieces[device]
-            piece[0].append(Upload(env[out], data.copy(), site))
-            piece[1].append(env[out])
-            piece[2] += nbytes
-        count += 1
-        if count % _PIECE == 0:
-            flush()
-    flush()
+            by_name[device].append(Upload(env[out], data.copy(), site), nbytes)
 
 
 class _Tap:
