@@ -5,7 +5,8 @@ order, since a node is always created after its inputs), calls each node's
 rule, sums each input gradient over broadcast dims, accumulates gradients
 of tensors used several times, and frees each node's saved tensors once it
 has run. Only device ops are emitted; nothing waits for a device, so the walk
-runs on the calling thread and ``backward`` returns at once.
+runs on the actor's thread and ``backward`` returns at once. A graph of a structure
+walked before replays that walk's recorded messages instead (``plans.py``).
 """
 
 from __future__ import annotations
@@ -128,8 +129,10 @@ class AutodiffActor(JobActor):
     finding its leaves), promises each leaf's gradient as a handle, queues a gate on every
     device the walk will touch (``actors/lanes.py``), posts one message and returns the
     ``Gradients`` at once. The actor's thread runs each rule and issues the gradient ops
-    into those gates, so whatever the caller submits meanwhile runs after them. Walks
-    inside an ``em.graphed`` step, or with ``EMBER_EAGER=1``, run on the caller's thread.
+    into those gates, so whatever the caller submits meanwhile runs after them; or, for a
+    graph whose structure it has walked before, replays that walk's recorded messages
+    (``plans.py``; ``EMBER_BACKWARD_PLANS=0`` switches plans off). Walks inside an
+    ``em.graphed`` step, or with ``EMBER_EAGER=1``, run on the caller's thread, unplanned.
     ``statistics()`` counts its work.
     """
 

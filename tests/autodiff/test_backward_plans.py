@@ -171,13 +171,14 @@ def test_replayed_gradients_are_the_walks_bit_for_bit(make, shape, checkpointing
     assert all(np.isfinite(a).all() for a in walked[-1])
 
 
-def test_a_multi_output_op_with_an_unused_output_replays():
-    device = em.cpu(0).autodiff()
+@pytest.mark.parametrize("checkpointing", [None, "balanced"])
+def test_a_multi_output_op_with_an_unused_output_replays(checkpointing):
+    device = em.cpu(0).autodiff(checkpointing)
     values = np.arange(12, dtype=np.float64).reshape(3, 4) / 7.0
     results = []
     for _ in range(2):
         x = em.tensor(values, device=device).require_grad()
-        a, _, c = x.split([1, 2, 1], dim=1)
+        a, _, c = (x * 1.0).split([1, 2, 1], dim=1)
         grads = ((a * 2.0).sum() + c.tanh().sum()).backward()
         results.append(x.grad(grads).numpy())
     assert counts()[:2] == (1, 1)
@@ -254,6 +255,51 @@ def test_a_value_shared_when_recorded_but_not_now_walks():
     assert counts()[:2] == (0, 2)
     np.testing.assert_array_equal(grad(c2, None), c2 * c2)  # binds: replays
     assert counts()[:2] == (1, 2)
+
+
+KERNELS.setdefault("test_plans_uploads", lambda msg, pool, x: x.copy())
+
+
+@differentiable("test_plans_uploads", inputs=False)
+def _uploading_backward(ctx, grad):
+    """Scales the gradient by a constant it uploads: an upload message of the walk."""
+    return (grad * em.tensor(np.array([1.0, -2.0, 3.0], dtype=np.float32), device=grad.device),)
+
+
+KERNELS.setdefault("test_plans_splits", lambda msg, pool, x: x.copy())
+
+
+@differentiable("test_plans_splits", inputs=False)
+def _splitting_backward(ctx, grad):
+    """Scales the gradient's first element by 2, the rest by 3, through a split: a
+    multi-output message of the walk."""
+    first, rest = grad.split([1, grad.shape[0] - 1], dim=0)
+    return (em.cat([first * 2.0, rest * 3.0]),)
+
+
+def test_a_walk_that_splits_replays_the_multi_output_message():
+    device = em.cpu(0).autodiff()
+    for step in range(3):
+        x = em.tensor(np.arange(4.0) + step, device=device).require_grad()
+        y = call("test_plans_splits", (x.exp(),), (4,), em.float64)
+        g = x.grad(y.sum().backward()).numpy()
+        np.testing.assert_allclose(g, np.exp(np.arange(4.0) + step) * [2.0, 3.0, 3.0, 3.0],
+                                   rtol=1e-12)
+    assert counts()[:2] == (2, 1)
+    (plan,) = ACTOR.plans._plans.values()
+    assert any(step[0] == plans._MULTI for step in plan.steps)
+
+
+def test_a_walk_that_uploads_a_constant_replays_it():
+    device = em.cpu(0).autodiff()
+    for step in range(3):
+        x = em.tensor(np.arange(3.0) * step, device=device).require_grad()
+        y = call("test_plans_uploads", (x * 2.0,), (3,), em.float32)
+        g = x.grad(y.sum().backward()).numpy()
+        np.testing.assert_array_equal(g, [2.0, -4.0, 6.0])
+    assert counts()[:2] == (2, 1)
+    (plan,) = ACTOR.plans._plans.values()
+    assert any(step[0] == plans._UPLOAD for step in plan.steps)
 
 
 _rule_runs = []
