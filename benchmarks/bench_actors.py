@@ -3,7 +3,8 @@
 - Caller-thread CPU time per training step (``time.thread_time()`` on the calling thread)
   and wall time, for the CPU MLP 784-1024-1024-10 (batch 256) and the small CNN (batch 32)
   with Adam, written by hand (``grads = loss.backward(); opt.step(grads)``, the loss read
-  every step).
+  every step); and a small transformer encoder layer (d_model 64, batch 8 x 16), whose
+  step is many small ops.
   Each with cached backward plans on and off (``ember/autodiff/plans.py``), runs of the
   two interleaved in one process, with the autodiff thread's CPU time per step.
 - ``loss.backward()`` on a 3,000-op tracked chain: how long the call takes to return,
@@ -24,19 +25,32 @@ import numpy as np
 import ember as em
 from benchmarks.bench_runtime import _mlp_ember as _mlp
 from benchmarks.bench_runtime import _SmallCNN
-from ember import optim
+from ember import nn, optim
 from ember.autodiff import plans
 from ember.autodiff.engine import ACTOR
 from ember.nn import functional as F
 
 
+class _Encoder(nn.Module):
+    """A small transformer encoder layer and a linear head: many small ops per step."""
+
+    def __init__(self, device: em.Device) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, device=device)
+        self.head = nn.Linear(64, 10, device=device)
+
+    def forward(self, x: em.Tensor) -> em.Tensor:
+        return self.head(self.layer(x).mean(dim=1))
+
+
 def training_steps(model: str, steps: int, repeats: int) -> dict[str, dict[str, list[float]]]:
     """Per run of ``steps`` steps, with plans on and off in turn: caller-thread CPU ms, wall
     ms and autodiff-thread CPU ms per step."""
-    shape, batch = ((3, 32, 32), 32) if model == "cnn" else ((784,), 256)
+    shape, batch = {"mlp": ((784,), 256), "cnn": ((3, 32, 32), 32),
+                    "encoder": ((16, 64), 8)}[model]
     rng = np.random.default_rng(0)
     device = em.cpu(0).autodiff()
-    net = _SmallCNN(device) if model == "cnn" else _mlp(device)
+    net = {"mlp": _mlp, "cnn": _SmallCNN, "encoder": _Encoder}[model](device)
     opt = optim.Adam(net.parameters(), lr=1e-3)
     x = em.tensor(rng.standard_normal((batch, *shape), dtype=np.float32), device=device)
     y = em.tensor(rng.integers(0, 10, batch), device=device)
@@ -99,7 +113,7 @@ def main() -> None:
     def cell(values: list[float]) -> str:
         return f"{statistics.median(values):.2f} ({min(values):.2f})"
 
-    for model in ("mlp", "cnn"):
+    for model in ("mlp", "cnn", "encoder"):
         r = training_steps(model, args.steps, args.repeats)
         for mode in ("on", "off"):
             m = r[mode]
