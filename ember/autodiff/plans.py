@@ -88,6 +88,7 @@ class Plan(NamedTuple):
     """One recorded walk (see the module's docstring)."""
 
     slots: int
+    devices: tuple[str, ...]  # the devices' names; a step names its device by position here
     externals: tuple  # (slot, places): a value from before the walk, by its places
     outs: tuple  # (slot, leaf position): a promised gradient
     steps: tuple  # the messages and releases, in the walk's order
@@ -157,16 +158,19 @@ def replay(plan: Plan, env: list[int], order: list[Node], lanes: dict, site: tup
     from ember.ops._core import next_id
 
     by_name = {actor.name: lane for actor, lane in lanes.items()}
+    appends = [by_name[device].append for device in plan.devices]
     for step in plan.steps:
         kind = step[0]
         if kind == _CALL:
             _, device, op, out, ins, attrs, shape, dtype, nbytes = step
-            if not env[out]:
-                env[out] = next_id()
-            by_name[device].append(Call(op, env[out], tuple([env[i] for i in ins]), attrs,
-                                        shape, dtype, site), nbytes)
+            tensor_id = env[out]
+            if not tensor_id:
+                tensor_id = env[out] = next_id()
+            appends[device](Call(op, tensor_id, (env[ins[0]],) if len(ins) == 1
+                                 else tuple([env[i] for i in ins]), attrs, shape, dtype, site),
+                            nbytes)
         elif kind == _DROP:
-            by_name[step[1]].append(Drop(env[step[2]]))
+            appends[step[1]](Drop(env[step[2]]))
         elif kind == _RELEASE:
             node = order[step[1]]
             node.saved_inputs = None
@@ -176,14 +180,14 @@ def replay(plan: Plan, env: list[int], order: list[Node], lanes: dict, site: tup
             for o in outs:
                 if not env[o]:
                     env[o] = next_id()
-            by_name[device].append(MultiCall(op, tuple([env[o] for o in outs]),
-                                             tuple([env[i] for i in ins]), attrs, shapes,
-                                             dtypes, site), nbytes)
+            appends[device](MultiCall(op, tuple([env[o] for o in outs]),
+                                      tuple([env[i] for i in ins]), attrs, shapes, dtypes,
+                                      site), nbytes)
         else:  # _UPLOAD: a fresh copy, as the device may adopt the array it is given
             _, device, out, data, nbytes = step
             if not env[out]:
                 env[out] = next_id()
-            by_name[device].append(Upload(env[out], data.copy(), site), nbytes)
+            appends[device](Upload(env[out], data.copy(), site), nbytes)
 
 
 class _Tap:
@@ -192,7 +196,7 @@ class _Tap:
 
     __slots__ = ("lane", "device", "recorder")
 
-    def __init__(self, lane: Any, device: str, recorder: Recorder) -> None:
+    def __init__(self, lane: Any, device: int, recorder: Recorder) -> None:
         self.lane = lane
         self.device = device
         self.recorder = recorder
@@ -225,7 +229,8 @@ class Recorder:
         self._leaf_of = {entry[0]: self._position[leaf] for leaf, entry in promised.items()}
         self._slot_of: dict[int, int] = {}
         self._made: dict[int, int] = {}  # id -> slot, for the values the walk made
-        self._made_on: dict[int, str] = {}  # slot -> its device, for the values the walk made
+        self._made_on: dict[int, int] = {}  # slot -> its device, for the values the walk made
+        self._devices: list[str] = []
         self._dropped: set[int] = set()
         self._externals: list = []
         self._outs: list = []
@@ -235,14 +240,15 @@ class Recorder:
 
     def tap(self, lanes: dict) -> dict:
         """``lanes`` (by device actor) as the walk should fill them while it is recorded."""
-        return {actor: _Tap(lane, actor.name, self) for actor, lane in lanes.items()}
+        self._devices = [actor.name for actor in lanes]
+        return {actor: _Tap(lane, i, self) for i, (actor, lane) in enumerate(lanes.items())}
 
     def release(self, node: Node) -> None:
         """The walk has released ``node``'s kept tensors."""
         self.nodes_run += 1
         self._steps.append((_RELEASE, self._position[node]))
 
-    def note(self, device: str, msg: Any, nbytes: int) -> None:
+    def note(self, device: int, msg: Any, nbytes: int) -> None:
         if self.refused is not None:
             return
         kind = type(msg)
@@ -282,7 +288,7 @@ class Recorder:
             slots.append(slot)
         return tuple(slots)
 
-    def _output(self, tensor_id: int, device: str) -> int:
+    def _output(self, tensor_id: int, device: int) -> int:
         slot = self._slot_of[tensor_id] = len(self._slot_of)
         position = self._leaf_of.get(tensor_id)
         if position is None:
@@ -300,5 +306,5 @@ class Recorder:
         # which holds no handles, drops it at its end.
         steps = self._steps + [(_DROP, self._made_on[slot], slot)
                                for slot in self._made.values() if slot not in self._dropped]
-        return Plan(len(self._slot_of), tuple(self._externals), tuple(self._outs),
-                    tuple(steps), self.nodes_run)
+        return Plan(len(self._slot_of), tuple(self._devices), tuple(self._externals),
+                    tuple(self._outs), tuple(steps), self.nodes_run)

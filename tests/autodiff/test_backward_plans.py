@@ -76,7 +76,7 @@ def test_the_second_identical_step_replays_the_first_ones_plan():
 
 def test_the_cache_keeps_the_most_recently_used_plans():
     cache = plans.Cache(capacity=2)
-    a, b, c = (plans.Plan(i, (), (), (), 0) for i in range(3))
+    a, b, c = (plans.Plan(i, (), (), (), (), 0) for i in range(3))
     cache.put(("a",), a)
     cache.put(("b",), b)
     assert cache.get(("a",)) is a  # now the most recent
