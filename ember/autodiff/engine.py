@@ -5,7 +5,8 @@ order, since a node is always created after its inputs), calls each node's
 rule, sums each input gradient over broadcast dims, accumulates gradients
 of tensors used several times, and frees each node's saved tensors once it
 has run. Only device ops are emitted; nothing waits for a device, so the walk
-runs on the calling thread and ``backward`` returns at once.
+runs on the actor's thread and ``backward`` returns at once. A graph of a structure
+walked before replays that walk's recorded messages instead (``plans.py``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import heapq
 import os
 import sys
 import threading
+import time
 from typing import Any
+
+import msgspec
 
 from ember import tracing as _trace
 from ember.actors.job_actor import JobActor
 
+from ember.autodiff import plans
 from ember.autodiff.graph import LEAF, SELECT, Node, no_record
 from ember.ops.gradient_rules import BackwardContext
 from ember.errors import EmberError, ShapeError
@@ -52,6 +57,24 @@ class Gradients:
 
     def __repr__(self) -> str:
         return f"Gradients({len(self)} tensors)"
+
+
+class AutodiffStatistics(msgspec.Struct, frozen=True):
+    """Counters of the autodiff actor.
+
+    ``plan_hits``: backward calls that replayed a cached plan; ``plan_misses``: those that
+    walked with plans on (recorded as a plan where the structure was new);
+    ``plans_refused``: recorded walks that cannot be replayed (``plans.py`` says which);
+    ``thread_cpu_s``: CPU time of the actor's thread in its jobs.
+    """
+
+    backward_calls: int
+    nodes_run: int
+    plan_hits: int
+    plan_misses: int
+    plans_refused: int
+    plans_cached: int
+    thread_cpu_s: float
 
 
 class _Recompute:
@@ -106,8 +129,10 @@ class AutodiffActor(JobActor):
     finding its leaves), promises each leaf's gradient as a handle, queues a gate on every
     device the walk will touch (``actors/lanes.py``), posts one message and returns the
     ``Gradients`` at once. The actor's thread runs each rule and issues the gradient ops
-    into those gates, so whatever the caller submits meanwhile runs after them. Walks
-    inside an ``em.graphed`` step, or with ``EMBER_EAGER=1``, run on the caller's thread.
+    into those gates, so whatever the caller submits meanwhile runs after them; or, for a
+    graph whose structure it has walked before, replays that walk's recorded messages
+    (``plans.py``; ``EMBER_BACKWARD_PLANS=0`` switches plans off). Walks inside an
+    ``em.graphed`` step, or with ``EMBER_EAGER=1``, run on the caller's thread, unplanned.
     ``statistics()`` counts its work.
     """
 
@@ -117,6 +142,19 @@ class AutodiffActor(JobActor):
         super().__init__()
         self.backward_calls = 0
         self.nodes_run = 0
+        self.plan_hits = 0
+        self.plan_misses = 0
+        self.plans_refused = 0
+        self.thread_cpu_s = 0.0
+        # Cached backward plans (``plans.py``); None with EMBER_BACKWARD_PLANS=0.
+        self.plans = plans.Cache() if plans.ENABLED else None
+
+    def statistics(self) -> AutodiffStatistics:
+        """Counters of the actor's work, and of its cache of backward plans."""
+        return AutodiffStatistics(self.backward_calls, self.nodes_run, self.plan_hits,
+                                  self.plan_misses, self.plans_refused,
+                                  0 if self.plans is None else len(self.plans),
+                                  self.thread_cpu_s)
 
     def backward(self, root: Any, grad: Any = None) -> Gradients:
         node = root._node
@@ -139,7 +177,7 @@ class AutodiffActor(JobActor):
         # Every op the walk issues would find the same first frame outside ember: this
         # call's caller. Found once, not by a stack walk per op.
         site = user_site()
-        leaves, devices = _claim(node)
+        order, index, leaves, devices = _claim(node)
         self.backward_calls += 1
         if EAGER or not ACTORS or any(d.actor._in_step for d in devices):
             with self._lock, no_record(), pinned_site(site):
@@ -156,34 +194,48 @@ class AutodiffActor(JobActor):
         lanes = {actor: actor.open_lane(tuple(ids), first_id) for actor, ids in outs.items()}
         self.post((node, grad, {leaf: (h._id, h.shape, h.dtype, h.device)
                                  for leaf, h in promised.items()}, lanes, site,
-                    threading.current_thread().name))
+                    threading.current_thread().name, order, index))
         return Gradients(promised)
 
     def run_job(self, job: tuple) -> None:
+        cpu = time.thread_time()
         self._walk_job(*job)
+        self.thread_cpu_s += time.thread_time() - cpu
 
     def _walk_job(self, root: Node, seed: Any, promised: dict, lanes: dict, site: tuple,
-             poster: str) -> None:
-        """One backward walk, its ops issued into ``lanes``; closes them whatever happens."""
+                  poster: str, order: list[Node], index: dict[Node, int]) -> None:
+        """One backward walk, or the replay of a plan recorded from one, its ops issued into
+        ``lanes``; closes them whatever happens."""
         from ember.actors import lanes as _lanes
         from ember.actors.executor import kernel_error
-        from ember.ops._core import issue, pinned_site
+        from ember.ops._core import pinned_site
 
         error = None
         traces = _trace.active()
         start = _trace.now_ns() if traces else 0
         try:
-            with no_record(), pinned_site(site), _lanes.fill(lanes):
-                by_leaf = self._walk(root, seed)
-                seed = None
-                for leaf, (out, shape, dtype, device) in promised.items():
-                    g = by_leaf.pop(leaf, None)
-                    if g is None:  # reached, but its path carried no gradient
-                        issue("full", (), shape, dtype, (0.0 if dtype.kind == "f" else 0,),
-                              device, out)
-                    else:
-                        issue("alias", (g,), shape, dtype, (), device, out)
-                    g = None
+            key = plans.structure(order, index) if self.plans is not None else None
+            plan = None if key is None else self.plans.get(key)
+            env = None if plan is None else plans.bind(plan, order, seed, promised)
+            recorder = None
+            if env is None and self.plans is not None:
+                self.plan_misses += 1
+                if key is not None and plan is None:
+                    recorder = plans.Recorder(order, seed, promised)
+            with (no_record(), pinned_site(site),
+                  _lanes.fill(lanes if recorder is None else recorder.tap(lanes))):
+                if env is not None:
+                    plans.replay(plan, env, order, lanes, site)
+                    self.plan_hits += 1
+                    self.nodes_run += plan.nodes_run
+                else:
+                    self._walk_into(root, seed, promised, recorder)
+            if recorder is not None:
+                plan = recorder.plan()
+                if plan is None:
+                    self.plans_refused += 1
+                else:
+                    self.plans.put(key, plan)
         except BaseException as exc:  # reaches the readers of the promised gradients
             error = kernel_error("backward", site, exc)
         finally:
@@ -198,9 +250,26 @@ class AutodiffActor(JobActor):
             for t in traces:
                 t.record(event)
 
-    def _walk(self, root: Node, seed: Any, finish: Any = None) -> dict[Node, Any]:
+    def _walk_into(self, root: Node, seed: Any, promised: dict,
+                   recorder: plans.Recorder | None) -> None:
+        """Walk the graph, then issue each promised leaf gradient under its promised id."""
+        from ember.ops._core import issue
+
+        by_leaf = self._walk(root, seed, recorder=recorder)
+        seed = None
+        for leaf, (out, shape, dtype, device) in promised.items():
+            g = by_leaf.pop(leaf, None)
+            if g is None:  # reached, but its path carried no gradient
+                issue("full", (), shape, dtype, (0.0 if dtype.kind == "f" else 0,), device, out)
+            else:
+                issue("alias", (g,), shape, dtype, (), device, out)
+            g = None
+
+    def _walk(self, root: Node, seed: Any, finish: Any = None,
+              recorder: plans.Recorder | None = None) -> dict[Node, Any]:
         """The leaves' gradients of the graph under ``root`` (each passed through
-        ``finish`` as it is found, if given), issuing the gradient ops."""
+        ``finish`` as it is found, if given), issuing the gradient ops (and telling
+        ``recorder`` where it released each node's tensors)."""
         grads: dict[Node, Any] = {root: seed}
         heap = [(-root.seq, root)]
         leaves: dict[Node, Any] = {}
@@ -239,14 +308,19 @@ class AutodiffActor(JobActor):
             node.saved_inputs = None
             node.saved_output = None
             recompute.forget(node)
+            if recorder is not None:
+                recorder.release(node)
             self.nodes_run += 1
         return leaves
 
 
-def _claim(root: Node) -> tuple[list[Node], list[Any]]:
+def _claim(root: Node) -> tuple[list[Node], dict[Node, int], list[Node], list[Any]]:
     """Mark the graph under ``root`` consumed (a second backward through it raises here, on
-    the caller's line) and list its leaves (in creation order) and the devices it spans."""
-    seen = {root}
+    the caller's line); its nodes in the order a depth-first search from ``root`` finds
+    them, each one's position in that order, its leaves (in creation order) and the devices
+    it spans. The order depends on the graph's structure alone (``plans.structure``)."""
+    index = {root: 0}
+    order = [root]
     stack = [root]
     leaves: list[Node] = []
     devices: dict[str, Any] = {}
@@ -262,13 +336,14 @@ def _claim(root: Node) -> tuple[list[Node], list[Any]]:
                              f"an earlier backward(); run the forward pass again")
         claimed.append(node)
         for parent in node.parents:
-            if parent is not None and parent not in seen:
-                seen.add(parent)
+            if parent is not None and parent not in index:
+                index[parent] = len(order)
+                order.append(parent)
                 stack.append(parent)
     for node in claimed:
         node.consumed = True
     leaves.sort(key=lambda leaf: leaf.seq)
-    return leaves, list(devices.values())
+    return order, index, leaves, list(devices.values())
 
 
 def _check_seed(root: Any, grad: Any) -> None:

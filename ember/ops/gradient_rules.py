@@ -21,6 +21,7 @@ class Rule(NamedTuple):
     uses_output: bool
     compute_bound: bool
     kept_inputs: frozenset[int] | None  # positions the rule reads; None: all of them
+    replay: bool = True  # a cached backward plan may stand in for it (``autodiff/plans.py``)
 
 
 BACKWARD: dict[str, Rule] = {}
@@ -29,7 +30,7 @@ NOT_DIFFERENTIABLE: set[str] = set()
 
 
 def differentiable(*ops: str, inputs: bool | tuple[int, ...] = True, output: bool = False,
-                   compute_bound: bool = False) -> Callable:
+                   compute_bound: bool = False, replay: bool = True) -> Callable:
     """Register ``fn`` as the backward rule of ``ops``.
 
     Args:
@@ -40,6 +41,10 @@ def differentiable(*ops: str, inputs: bool | tuple[int, ...] = True, output: boo
         compute_bound: matmul, convolution, reductions: under "balanced"
             checkpointing their outputs are kept, while memory-bound ops'
             outputs are recomputed during backward.
+        replay: the rule decides from the graph's structure alone (op, attrs, shapes,
+            dtypes, which inputs are tracked), so a walk's recorded messages may replay in
+            its place on a graph of the same structure. False for a rule that decides from
+            values (reads a tensor) or has side effects: walks through it always run it.
     """
 
     def register(fn: Callable) -> Callable:
@@ -47,7 +52,7 @@ def differentiable(*ops: str, inputs: bool | tuple[int, ...] = True, output: boo
             if op in BACKWARD:
                 raise RuntimeError(f"backward rule for {op!r} registered twice")
             kept = frozenset(inputs) if isinstance(inputs, tuple) else None
-            BACKWARD[op] = Rule(fn, bool(inputs), output, compute_bound, kept)
+            BACKWARD[op] = Rule(fn, bool(inputs), output, compute_bound, kept, replay)
         return fn
 
     return register
