@@ -180,3 +180,12 @@ def test_wgpu_refuses_the_small_ints_at_the_call():
             em.zeros(3, dtype=getattr(em, name), device=found[0])
         with pytest.raises(em.DTypeError, match=f"{name} is not supported on wgpu"):
             em.tensor([1, 2], device=found[0]).to(getattr(em, name))
+
+
+@pytest.mark.parametrize("name", ["uint8", "int8", "int16", "int32"])
+def test_sum_with_an_integer_dtype_wraps_in_it_as_torch(name):
+    values = [[100, 100, 90], [-3, 250, 7]]
+    got = em.tensor(values).sum(1, dtype=getattr(em, name))
+    want = torch.tensor(values).sum(1, dtype=getattr(torch, name))
+    assert got.dtype.name == name
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
