@@ -11,8 +11,11 @@ from ember.dtype import (
     float16,
     float32,
     float64,
+    int8,
+    int16,
     int32,
     int64,
+    uint8,
 )
 from ember.dtype import bool_ as bool  # noqa: A001  (em.bool, as torch.bool)
 from ember.errors import (DeviceError, DTypeError, EmberError, KernelError, OutOfMemoryError,
@@ -55,6 +58,7 @@ __all__ = [
     "Device", "DType", "Tensor",
     "available", "cpu", "cuda", "default_device", "device", "wgpu",
     "bfloat16", "bool", "float16", "float32", "float64", "int32", "int64",
+    "uint8", "int8", "int16", "short",
     "DeviceError", "DTypeError", "EmberError", "KernelError", "OutOfMemoryError", "RecordError",
     "ShapeError",
     "arange", "eye", "from_dlpack", "from_numpy", "full", "full_like", "linspace",
@@ -72,5 +76,6 @@ __all__ = [
 
 # torch's dtype aliases, and em.NAME(t, ...) for the tensor ops (ops/functions.py's table);
 # set last: several shadow builtins (sum, abs, max, float ...) in this module only.
-globals().update(_FUNCTIONS, float=float32, double=float64, half=float16, long=int64, int=int32)
+globals().update(_FUNCTIONS, float=float32, double=float64, half=float16, long=int64, int=int32,
+                 short=int16)
 __all__ += sorted(_FUNCTIONS)

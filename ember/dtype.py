@@ -27,7 +27,7 @@ class DType:
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
-        self.kind = kind  # "b" bool, "i" integer, "f" floating
+        self.kind = kind  # "b" bool, "i" integer (uint8 too), "f" floating
         self.rank = rank  # order inside its kind, for promotion
 
     @property
@@ -44,6 +44,11 @@ class DType:
     def is_bool(self) -> bool:
         """Whether this is ``bool``."""
         return self.kind == "b"
+
+    @property
+    def is_signed(self) -> bool:
+        """Whether the dtype holds negative values (PyTorch's ``dtype.is_signed``)."""
+        return self.kind == "f" or (self.kind == "i" and self.np.kind == "i")
 
     def __repr__(self) -> str:
         return f"ember.{self.name}"
@@ -101,26 +106,28 @@ def is_bfloat16(npd: np.dtype) -> bool:
 
 
 bool_ = DType("bool", np.bool_, "b", 0)
-int32 = DType("int32", np.int32, "i", 0)
-int64 = DType("int64", np.int64, "i", 1)
+# uint8 ranks with int8: promotion special-cases the pair (_promote_pair).
+uint8 = DType("uint8", np.uint8, "i", 0)
+int8 = DType("int8", np.int8, "i", 0)
+int16 = DType("int16", np.int16, "i", 1)
+int32 = DType("int32", np.int32, "i", 2)
+int64 = DType("int64", np.int64, "i", 3)
 float16 = DType("float16", np.float16, "f", 0)
 bfloat16: DType = _LazyDType("bfloat16", 2, "f", 0, _ml_dtypes_bfloat16)
 float32 = DType("float32", np.float32, "f", 1)
 float64 = DType("float64", np.float64, "f", 2)
 
-ALL: tuple[DType, ...] = (bool_, int32, int64, float16, bfloat16, float32, float64)
+ALL: tuple[DType, ...] = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32,
+                          float64)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
 # bfloat16 joins when its NumPy dtype is first read (_LazyDType.np).
 _BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in ALL if d is not bfloat16}
 # NumPy dtypes that have no ember twin but convert without loss of meaning.
-_NUMPY_WIDENED = {
-    np.dtype(np.int8): int32, np.dtype(np.int16): int32, np.dtype(np.uint8): int32,
-    np.dtype(np.uint16): int32, np.dtype(np.uint32): int64,
-}
+_NUMPY_WIDENED = {np.dtype(np.uint16): int32, np.dtype(np.uint32): int64}
 
 # PyTorch's other names (``torch.float``, ``torch.long`` ...), as strings.
 _ALIASES = {"bool_": bool_, "float": float32, "double": float64, "half": float16,
-            "int": int32, "long": int64}
+            "int": int32, "long": int64, "short": int16}
 
 
 
@@ -206,8 +213,8 @@ def _native(npd: np.dtype) -> np.dtype:
 def from_numpy_dtype(npd: np.dtype, op: str) -> DType:
     """The ember dtype that stores a NumPy array of dtype ``npd``.
 
-    int8, int16, uint8 and uint16 widen to int32 and uint32 to int64 (the
-    values are kept); byte-swapped arrays map to their native twin.
+    uint16 widens to int32 and uint32 to int64 (the values are kept);
+    byte-swapped arrays map to their native twin.
     """
     npd = _native(npd)
     if npd in _BY_NUMPY:
@@ -226,6 +233,9 @@ def _promote_pair(a: DType, b: DType) -> DType:
     ka, kb = _KIND_ORDER[a.kind], _KIND_ORDER[b.kind]
     if ka != kb:
         return a if ka > kb else b
+    # uint8 with int8: neither holds the other, PyTorch widens to int16.
+    if {a, b} == {uint8, int8}:
+        return int16
     if a.rank != b.rank:
         return a if a.rank > b.rank else b
     # float16 with bfloat16: neither holds the other, PyTorch widens to float32.
@@ -252,10 +262,13 @@ def scalar_kind(value: object) -> str:
 
 
 def wrap_int(value: int, dtype: DType) -> int:
-    """A Python int as ``dtype`` stores it: modulo 2**bits into the signed range, as PyTorch
-    converts an out-of-range Python int operand of an int32 / int64 tensor."""
+    """A Python int as ``dtype`` stores it: modulo 2**bits into its range (signed, or
+    unsigned for uint8), as PyTorch converts an out-of-range Python int operand
+    (``uint8_tensor == -6`` compares with 250)."""
     bits = 8 * dtype.itemsize
     value = int(value) & ((1 << bits) - 1)
+    if dtype.np.kind == "u":
+        return value
     return value - (1 << bits) if value >> (bits - 1) else value
 
 

@@ -310,6 +310,10 @@ class Tensor:
     def __ror__(self, other): return _ew.binary("bitwise_or", other, self)
     def __xor__(self, other): return _ew.binary("bitwise_xor", self, other)
     def __rxor__(self, other): return _ew.binary("bitwise_xor", other, self)
+    def __lshift__(self, other): return _ew.binary("bitwise_left_shift", self, other)
+    def __rlshift__(self, other): return _ew.binary("bitwise_left_shift", other, self)
+    def __rshift__(self, other): return _ew.binary("bitwise_right_shift", self, other)
+    def __rrshift__(self, other): return _ew.binary("bitwise_right_shift", other, self)
     def __eq__(self, other): return _ew.binary("eq", self, other)  # type: ignore[override]
     def __ne__(self, other): return _ew.binary("ne", self, other)  # type: ignore[override]
     def __lt__(self, other): return _ew.binary("lt", self, other)
@@ -380,6 +384,8 @@ class Tensor:
     def log_softmax(self, dim): return _more.log_softmax(self, dim)
     def pow(self, exponent): return _ew.binary("pow", self, exponent)
     def maximum(self, other): return _ew.binary("maximum", self, other)
+    def bitwise_left_shift(self, other): return _ew.bitwise_left_shift(self, other)
+    def bitwise_right_shift(self, other): return _ew.bitwise_right_shift(self, other)
     def minimum(self, other): return _ew.binary("minimum", self, other)
 
     # ----- reductions ----------------------------------------------------------------
@@ -495,6 +501,9 @@ class Tensor:
     def half(self): return _conv.astype(self, "float16")
     def int(self): return _conv.astype(self, "int32")
     def long(self): return _conv.astype(self, "int64")
+    def short(self): return _conv.astype(self, "int16")
+    def char(self): return _conv.astype(self, "int8")
+    def byte(self): return _conv.astype(self, "uint8")
     def bool(self): return _conv.astype(self, "bool")
     def detach(self): return _conv.detach(self)
     def __dlpack__(self, **kwargs): return _conv.dlpack(self, **kwargs)

@@ -61,7 +61,8 @@ def test_every_kind_and_scalar_form_is_known_and_declared_ops_are_many():
     assert sum(len(s) for s in op_kinds.OPS.values()) == len(op_kinds.DECLARED)
     assert {n for n, d in op_kinds.DECLARED.items() if d.scalar == op_kinds.EITHER_SIDE} == {
         "add", "sub", "mul", "div", "floordiv", "remainder", "pow", "maximum", "minimum",
-        "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2"}
+        "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2",
+        "bitwise_left_shift", "bitwise_right_shift"}
     assert op_kinds.scalar_form("clamp") == op_kinds.BOUNDS
     assert op_kinds.scalar_form("where") == op_kinds.BRANCHES
     assert op_kinds.scalar_form("exp") is None and op_kinds.scalar_form("no_such_op") is None

@@ -13,16 +13,21 @@ import pytest
 import ember as em
 from ember import dtype as dt
 
-ALL = [em.bool, em.int32, em.int64, em.float16, em.bfloat16, em.float32, em.float64]
+ALL = [em.bool, em.uint8, em.int8, em.int16, em.int32, em.int64, em.float16, em.bfloat16,
+       em.float32, em.float64]
 
 
 def test_names_flags_and_numpy_twins() -> None:
-    assert [d.name for d in ALL] == ["bool", "int32", "int64", "float16", "bfloat16", "float32",
-                                     "float64"]
+    assert [d.name for d in ALL] == ["bool", "uint8", "int8", "int16", "int32", "int64",
+                                     "float16", "bfloat16", "float32", "float64"]
     assert em.bfloat16.np == np.dtype(ml_dtypes.bfloat16)
     assert em.float16.itemsize == 2 and em.int64.itemsize == 8 and em.bool.itemsize == 1
-    assert [d.is_floating_point for d in ALL] == [False, False, False, True, True, True, True]
+    assert [d.itemsize for d in (em.uint8, em.int8, em.int16)] == [1, 1, 2]
+    assert [d.is_floating_point for d in ALL] == [False] * 6 + [True] * 4
     assert em.int32.is_integer and not em.bool.is_integer and em.bool.is_bool
+    assert em.uint8.is_integer and em.int8.is_integer and em.int16.is_integer
+    assert [d.is_signed for d in ALL] == [False, False] + [True] * 8
+    assert em.short is em.int16 and not hasattr(em, "char") and not hasattr(em, "byte")
     assert repr(em.float32) == "ember.float32" and repr(em.bool) == "ember.bool"
 
 
@@ -38,7 +43,8 @@ def test_dtypes_are_singletons_under_copy_and_pickle() -> None:
     ("int", em.int32), (float, em.float32), (int, em.int64), (bool, em.bool),
     (np.float64, em.float64), (np.dtype("float16"), em.float16), (np.bool_, em.bool),
     (ml_dtypes.bfloat16, em.bfloat16), ("bfloat16", em.bfloat16), (np.dtype(">f8"), em.float64),
-    (np.int8, em.int32), (np.uint8, em.int32), (np.uint32, em.int64),
+    (np.int8, em.int8), (np.uint8, em.uint8), (np.int16, em.int16), (np.uint16, em.int32),
+    (np.uint32, em.int64), ("short", em.int16), ("uint8", em.uint8), ("int8", em.int8),
 ])
 def test_as_dtype(value, expected) -> None:
     assert dt.as_dtype(value) is expected
@@ -70,6 +76,9 @@ def test_wrap_int_is_twos_complement() -> None:
     assert dt.wrap_int(-1, em.int32) == -1
     assert dt.wrap_int(2**63, em.int64) == -2**63
     assert dt.wrap_int(True, em.int64) == 1
+    assert dt.wrap_int(-6, em.uint8) == 250 and dt.wrap_int(256, em.uint8) == 0
+    assert dt.wrap_int(200, em.int8) == -56 and dt.wrap_int(-129, em.int8) == 127
+    assert dt.wrap_int(70000, em.int16) == 4464
 
 
 def test_promote_matches_torch_promote_types() -> None:

@@ -36,6 +36,7 @@ true_divide floor_divide remainder eq ne lt le gt ge div einsum meshgrid det inv
 float double half long int linalg no_grad enable_grad is_grad_enabled empty normal
 asin acos atan atan2 sinh cosh asinh acosh atanh arcsin arccos arctan arctan2 arcsinh arccosh
 arctanh copysign logaddexp cumprod cummax cummin logcumsumexp scatter scatter_reduce
+uint8 int8 int16 short bitwise_left_shift bitwise_right_shift
 """.split())
 
 

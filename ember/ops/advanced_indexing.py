@@ -14,12 +14,29 @@ from typing import Any
 
 import numpy as np
 
+from ember import dtype as _dtype
 from ember.errors import DTypeError
 from ember.ops._core import broadcast_shapes, same_device
 from ember.ops.creation import arange, tensor
 from ember.ops.elementwise import where
 from ember.ops.shape import expand, permute, reshape
 from ember.tensor import Tensor
+
+
+# PyTorch indexes with int64 / int32 tensors (and bool masks) only: it refuses int8 / int16
+# index tensors and reads uint8 ones as masks (deprecated), so ember refuses all three.
+INDEX_DTYPES = frozenset({_dtype.int32, _dtype.int64})
+
+
+def check_key_tensor(op: str, item: Tensor) -> None:
+    """Raise ``DTypeError`` for a key tensor that is neither int32 / int64 nor a bool mask."""
+    if item.dtype.kind == "b" or item.dtype in INDEX_DTYPES:
+        return
+    help_ = (" help: for a mask use .bool() (PyTorch's deprecated uint8 masks are not "
+             "supported); for indices use .long()" if item.dtype is _dtype.uint8
+             else " help: convert with .long()")
+    raise DTypeError(f"{op}: an index tensor must be int32, int64 or bool, got "
+                     f"{item.dtype.name};{help_}")
 
 
 def is_multi_index(key: Any) -> bool:
@@ -37,9 +54,10 @@ def is_multi_index(key: Any) -> bool:
 
 def _as_index(x: Tensor, item: Any) -> Tensor:
     if isinstance(item, Tensor):
-        if item.dtype.kind not in "iu":
+        if item.dtype.kind != "i":
             raise DTypeError(f"getitem: with several index tensors, each must hold ints, got "
                              f"{item.dtype.name}")
+        check_key_tensor("getitem", item)
         same_device("getitem", (x, item))
         return item
     return tensor(np.asarray(item, dtype=np.int64), device=x.device.inner)

@@ -321,8 +321,7 @@ def from_dlpack(obj: Any, *, device: Any = None) -> Tensor:
 
     The memory is shared where the dtype is an ember dtype (zero copy; the
     producer must not change it afterwards, since ember tensors are
-    immutable); int8 / int16 / uint8 / uint16 / uint32 data is widened into a
-    copy. bfloat16 is supported both ways.
+    immutable); uint16 / uint32 data is widened into a copy. bfloat16 is supported both ways.
 
     Raises:
         TypeError: ``obj`` does not implement ``__dlpack__``.

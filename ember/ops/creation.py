@@ -80,7 +80,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
 
     Python floats become float32, ints int64, bools bool (a mix takes the
     highest kind: ``[1, 2.5]`` is float32); a NumPy array or scalar keeps its
-    dtype (int8 / int16 / uint8 / uint16 widen to int32, uint32 to int64).
+    dtype (uint16 widens to int32, uint32 to int64).
     ``dtype=`` converts. The data is copied: changing the source later does
     not change the tensor.
 

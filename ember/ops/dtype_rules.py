@@ -40,6 +40,14 @@ def integral(op: str, d: DType) -> DType:
     return d
 
 
+def integer(op: str, d: DType) -> DType:
+    """Integer tensors only: PyTorch's shifts refuse bool and floating tensors."""
+    if d.kind != "i":
+        raise DTypeError(f"{op}: needs integer tensors (uint8, int8, int16, int32, int64), "
+                         f"got {d.name}; help: convert first with .to(em.int64)")
+    return d
+
+
 def widen_integers(op: str, d: DType) -> DType:
     """Sums and products of bool and integer tensors are int64 (PyTorch)."""
     return d if d.kind == "f" else _dtype.int64

@@ -9,7 +9,8 @@ dtype and give bool.
 IR of a binary op: inputs are the tensor operands; ``attrs`` is
 ``(compute dtype name,)`` for two tensors, or ``(compute dtype name, scalar,
 scalar_is_lhs)`` for a tensor and a Python scalar (the scalar already
-converted to the compute dtype's kind: wrapped into int32 / int64, or a float).
+converted to the compute dtype's kind: wrapped into the integer dtype's range, or a
+float).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _BINARY_RULES = {
     "gt": rules.to_bool, "ge": rules.to_bool,
     "bitwise_and": rules.integral, "bitwise_or": rules.integral, "bitwise_xor": rules.integral,
     "atan2": rules.floating,
+    "bitwise_left_shift": rules.integer, "bitwise_right_shift": rules.integer,
 }
 
 _UNARY_RULES = {
@@ -182,6 +184,56 @@ def _scalar_rule(op: str, rule: Any, x: Tensor, value: Any,
     return compute, out, lambda v: convert(_scalar(op, v))
 
 
+def bitwise_left_shift(input: Any, other: Any) -> Tensor:  # noqa: A002  (torch's name)
+    """``input << other``, elementwise with broadcasting, as ``torch.bitwise_left_shift``.
+
+    Both operands promote to one integer dtype (``result_type``); bits shifted past the
+    top are lost (the result wraps), and a shift by a negative amount or by the dtype's
+    bit width or more gives 0.
+
+    Args:
+        input: an integer tensor, or a Python int when ``other`` is a tensor.
+        other: the shift amounts: an integer tensor or a Python int.
+
+    Returns:
+        A tensor of the promoted integer dtype and the broadcast shape.
+
+    Raises:
+        DTypeError: the promoted dtype is bool or floating (``float32_tensor << 1``).
+        ShapeError: the shapes do not broadcast.
+
+    Example:
+        >>> (em.tensor([1, 3], dtype=em.uint8) << 7).tolist()
+        [128, 128]
+    """
+    return binary("bitwise_left_shift", input, other)
+
+
+def bitwise_right_shift(input: Any, other: Any) -> Tensor:  # noqa: A002  (torch's name)
+    """``input >> other``, elementwise with broadcasting, as ``torch.bitwise_right_shift``.
+
+    Arithmetic for signed dtypes (the sign bit fills in: ``-5 >> 1 == -3``), logical
+    for uint8. A shift by a negative amount or by the bit width or more gives -1 for
+    negative values of a signed dtype and 0 otherwise.
+
+    Args:
+        input: an integer tensor, or a Python int when ``other`` is a tensor.
+        other: the shift amounts: an integer tensor or a Python int.
+
+    Returns:
+        A tensor of the promoted integer dtype and the broadcast shape.
+
+    Raises:
+        DTypeError: the promoted dtype is bool or floating.
+        ShapeError: the shapes do not broadcast.
+
+    Example:
+        >>> (em.tensor([-5, 40], dtype=em.int8) >> 1).tolist()
+        [-3, 20]
+    """
+    return binary("bitwise_right_shift", input, other)
+
+
 def unary(op: str, x: Tensor) -> Tensor:
     if type(x) is not Tensor:
         raise DTypeError(f"{op}: expected a tensor, got {type(x).__name__}")
@@ -291,7 +343,8 @@ _ONE_OVER_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_KAPPA = 0.044715
 
 not_differentiable("floordiv", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf",
-                   "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
+                   "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+                   "bitwise_left_shift", "bitwise_right_shift")
 
 
 def _wants(ctx: Any, i: int) -> bool:

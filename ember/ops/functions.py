@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember import tensor_docs
-from ember.ops import decompositions, einsum, more_math, rearrange
+from ember.ops import decompositions, einsum, elementwise, more_math, rearrange
 from ember.tensor import Tensor
 
 # Every op module is loaded by now (tensor.py's docstrings name theirs): the methods take
@@ -113,6 +113,8 @@ FUNCTIONS.update({
     "lt": _operator(operator.lt, "lt"), "le": _operator(operator.le, "le"),
     "gt": _operator(operator.gt, "gt"), "ge": _operator(operator.ge, "ge"),
     "div": more_math.div,
+    "bitwise_left_shift": elementwise.bitwise_left_shift,
+    "bitwise_right_shift": elementwise.bitwise_right_shift,
     "einsum": einsum.einsum,
     "meshgrid": rearrange.meshgrid,
     "det": decompositions.det,

@@ -32,7 +32,8 @@ from ember.ops.gradient_rules import differentiable
 from ember.errors import DimError, DTypeError, ShapeError
 from ember.op_kinds import OTHER, declare
 from ember.ops import dtype_rules as rules
-from ember.ops.advanced_indexing import getitem_multi, index_put_multi, is_multi_index
+from ember.ops.advanced_indexing import (INDEX_DTYPES, check_key_tensor, getitem_multi,
+                                        index_put_multi, is_multi_index)
 from ember.ops._core import broadcast_shapes, call, normalize_dim, same_device
 from ember.ops.creation import tensor as _tensor
 from ember.ops.creation import zeros
@@ -53,7 +54,7 @@ def _check_tensor(op: str, x: Any, what: str = "input") -> None:
 
 def _check_index_dtype(op: str, index: Any) -> None:
     _check_tensor(op, index, "index")
-    if index.dtype.kind != "i":
+    if index.dtype not in INDEX_DTYPES:
         raise DTypeError(f"{op}: the index must be an int32 or int64 tensor, got "
                          f"{index.dtype.name}; help: convert with .to(em.int64)")
 
@@ -86,6 +87,8 @@ def _host_index(op: str, x: Tensor, item: list | np.ndarray) -> Tensor | np.ndar
             array = array.astype(np.int64)
     else:
         array = item
+        if array.dtype.kind in "iu" and array.dtype.itemsize < 4:
+            array = array.astype(np.int64)  # NumPy's small ints index as ints, never as masks
     if array.dtype.kind == "b":
         return array
     if array.dtype.kind not in "iu":
@@ -100,9 +103,7 @@ def _key_items(op: str, x: Tensor, key: Any) -> list:
         if item is None or item is Ellipsis or isinstance(item, slice):
             items.append(item)
         elif isinstance(item, Tensor):
-            if item.dtype.kind == "f":
-                raise DTypeError(f"{op}: an index tensor must be int32, int64 or bool, got "
-                                 f"{item.dtype.name}")
+            check_key_tensor(op, item)
             items.append(item)
         elif isinstance(item, (bool, np.bool_)):
             items.append(np.array(bool(item)))  # a 0-d mask, as in PyTorch: t[True] adds a dim

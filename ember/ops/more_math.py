@@ -250,9 +250,11 @@ def var_mean(x: Tensor, dim: Any = None, *, correction: int = 1,
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         dtype: Any = None) -> Tensor:
     """``x.sum(dim)``, computed in ``dtype`` when given (the input is converted first)."""
-    if dtype is not None:
-        x = x.astype(dtype)
-    return _red.reduce("sum", x, dim, keepdim)
+    if dtype is None:
+        return _red.reduce("sum", x, dim, keepdim)
+    x = x.astype(dtype)
+    # Integer sums accumulate in int64; wrapped back they equal PyTorch's sum in ``dtype``.
+    return _red.reduce("sum", x, dim, keepdim).astype(x.dtype)
 
 
 def norm(x: Tensor, p: float | str | None = 2, dim: Any = None, keepdim: bool = False) -> Tensor:

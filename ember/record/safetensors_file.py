@@ -18,8 +18,8 @@ need not be multiples of the item size (the format allows that; this writer
 aligns them anyway by laying out the widest dtypes first).
 
 dtypes: BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64, and as NumPy
-arrays only F8_E4M3 F8_E5M2 C64. As ember tensors U8 / I8 / U16 / I16 widen
-to int32 and U32 to int64, as ``em.tensor`` widens them.
+arrays only F8_E4M3 F8_E5M2 C64. U8 / I8 / I16 load as ember's uint8 / int8 /
+int16; U16 widens to int32 and U32 to int64, as ``em.tensor`` widens them.
 """
 
 from __future__ import annotations

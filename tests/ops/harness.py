@@ -156,7 +156,7 @@ def _ember_dtype_name(npd: np.dtype) -> str:
 
 
 def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, case: Case) -> None:
-    if dtype in ("bool", "int32", "int64"):
+    if dtype == "bool" or dtype in INTEGER_DTYPES:
         np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=case.id)
         return
     if case.exact:  # through float64, where NaN equals NaN (bfloat16 has no isnan of its own)
@@ -177,7 +177,8 @@ RNG_SEED = 20261130
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
              "bfloat16": ml_dtypes.bfloat16, "int32": np.int32, "int64": np.int64,
-             "bool": np.bool_}
+             "bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16}
+INTEGER_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
 
 # Shapes every family should cover: scalar, size-0 and size-1 dims, odd sizes.
 SHAPES = [(), (0,), (1,), (5,), (3, 4), (2, 0, 3), (1, 3, 1), (2, 3, 4)]
@@ -193,6 +194,6 @@ def array(shape: tuple[int, ...], dtype: str = "float32", low: float = -2.0, hig
     g = rng(zlib.crc32(repr((shape, dtype, low, high, salt)).encode()) % 10_000)
     if dtype == "bool":
         return np.asarray(g.random(shape) < 0.5)
-    if dtype in ("int32", "int64"):
+    if dtype in INTEGER_DTYPES:
         return g.integers(int(low), int(high) + 1, shape).astype(NP_DTYPES[dtype])
     return g.uniform(low, high, shape).astype(NP_DTYPES[dtype])

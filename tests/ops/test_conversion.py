@@ -157,10 +157,13 @@ def test_from_dlpack_reads_read_only_views_and_widens() -> None:
     source.flags.writeable = False
     np.testing.assert_array_equal(em.from_dlpack(source).numpy(), source)
     np.testing.assert_array_equal(em.from_dlpack(source.T).numpy(), source.T)
-    small = np.array([1, 200, 3], np.uint8)
-    widened = em.from_dlpack(small)
+    small = np.array([1, 200, 3], np.uint8)  # an ember dtype now: kept, and wraps as torch
+    kept = em.from_dlpack(small)
+    assert kept.dtype is em.uint8 and kept.numpy().dtype == np.uint8
+    assert (kept * 2).tolist() == [2, 144, 6]
+    widened = em.from_dlpack(np.array([1, 60000, 3], np.uint16))
     assert widened.dtype is em.int32 and widened.numpy().dtype == np.int32
-    assert (widened * 2).tolist() == [2, 400, 6]
+    assert (widened * 2).tolist() == [2, 120000, 6]
     x = em.ones(2)
     assert em.from_dlpack(x) is x and em.from_dlpack(x, device="cpu:1").device == em.cpu(1)
     with pytest.raises(TypeError, match="__dlpack__"):

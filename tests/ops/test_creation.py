@@ -40,7 +40,7 @@ def test_tensor_infers_pytorch_dtypes(data, dtype, shape, device) -> None:
 @pytest.mark.parametrize("np_dtype, expected", [
     (np.float32, em.float32), (np.float64, em.float64), (np.float16, em.float16),
     (ml_dtypes.bfloat16, em.bfloat16), (np.int32, em.int32), (np.int64, em.int64),
-    (np.bool_, em.bool), (np.int8, em.int32), (np.int16, em.int32), (np.uint8, em.int32),
+    (np.bool_, em.bool), (np.int8, em.int8), (np.int16, em.int16), (np.uint8, em.uint8),
     (np.uint16, em.int32), (np.uint32, em.int64), (np.dtype(">f4"), em.float32),
     (np.dtype(">i8"), em.int64),
 ])
@@ -63,7 +63,7 @@ def test_tensor_from_numpy_views_and_scalars() -> None:
     np.testing.assert_array_equal(t.numpy(), np.arange(24, dtype=np.float32).reshape(4, 6)[::2, 1::2].T)
     assert em.tensor(np.float64(2.5)).dtype is em.float64
     assert em.tensor(np.int32(3)).dtype is em.int32
-    assert em.tensor(np.array(4, np.int16)).dtype is em.int32
+    assert em.tensor(np.array(4, np.int16)).dtype is em.int16
     assert em.tensor(ml_dtypes.bfloat16(1.5)).dtype is em.bfloat16
     assert em.tensor(np.float16(1.5)).item() == 1.5
 

@@ -251,7 +251,7 @@ _BAD_FILES = [
     (seal(b"\xc0\xc0"), "malformed ember file"),  # trailing data after the root
     (seal(msgspec.msgpack.encode(["pickle", "os.system"])), "malformed ember file"),
     (seal(msgspec.msgpack.encode(["tensor", "float33", [1], b"1234"])), "unknown tensor dtype"),
-    (seal(msgspec.msgpack.encode(["tensor", "uint8", [1], b"1"])), "unknown tensor dtype"),
+    (seal(msgspec.msgpack.encode(["tensor", "uint16", [1], b"12"])), "unknown tensor dtype"),
     (seal(msgspec.msgpack.encode(["ndarray", "object", [1], b"1"])), "unknown NumPy dtype"),
     (seal(msgspec.msgpack.encode(["ndarray", "float32", [3], b"1234"])), "4 data bytes, but"),
     (seal(msgspec.msgpack.encode(["ndarray", "float32", [-1], b""])), "non-negative"),

@@ -68,13 +68,16 @@ def test_every_format_dtype_round_trips_as_numpy(tmp_path):
     assert safetensors.numpy.load_file(str(path))["big"].tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
-def test_narrow_ints_widen_as_tensors_and_wider_ones_need_as_numpy(tmp_path):
+def test_unsigned_ints_widen_as_tensors_and_wider_ones_need_as_numpy(tmp_path):
     path = tmp_path / "m.safetensors"
     em.save_safetensors({"u8": np.array([255], np.uint8), "i16": np.array([-3], np.int16),
+                         "u16": np.array([65535], np.uint16),
                          "u32": np.array([2**32 - 1], np.uint32)}, path)
     back = em.load_safetensors(path)
-    assert back["u8"].dtype is em.int32 and back["u8"].item() == 255
-    assert back["i16"].dtype is em.int32 and back["u32"].dtype is em.int64
+    assert back["u8"].dtype is em.uint8 and back["u8"].item() == 255
+    assert back["i16"].dtype is em.int16 and back["i16"].item() == -3
+    assert back["u16"].dtype is em.int32 and back["u16"].item() == 65535
+    assert back["u32"].dtype is em.int64
     em.save_safetensors({"u64": np.array([1], np.uint64)}, path)
     with pytest.raises(em.RecordError, match="U64 has no ember tensor dtype; help: .*as_numpy"):
         em.load_safetensors(path)
@@ -153,7 +156,7 @@ def test_files_from_safetensors_numpy_load(tmp_path):
     safetensors.numpy.save_file(small, str(path))
     tensors = em.load_safetensors(path)
     assert all(np.array_equal(tensors[k].numpy(), v) for k, v in small.items())
-    assert tensors["t1.uint8"].dtype is em.int32
+    assert tensors["t1.uint8"].dtype is em.uint8
 
 
 def test_files_from_ember_load_in_safetensors_numpy(tmp_path):

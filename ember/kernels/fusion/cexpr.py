@@ -24,8 +24,9 @@ from ember.kernels.fusion import powers
 
 FLOATS = ("float32", "float16", "bfloat16")
 
-# Ops the generated kernels cover, by their rendering below. Integer dtypes, floor
-# division and remainder (Python's sign rules) and round with decimals run unfused.
+# Ops the generated kernels cover, by their rendering below. Integer dtypes (every
+# uint8 ... int64 op: registers hold float or bool), floor division and remainder (Python's
+# sign rules) and round with decimals run unfused.
 BINARY = {
     "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
     "pow": "powf({a}, {b})", "maximum": "nan_max({a}, {b})", "minimum": "nan_min({a}, {b})",
@@ -55,8 +56,8 @@ FLOAT_TESTS = {"isnan": "({x} != {x})", "isinf": "(fabsf({x}) == __int_as_float(
 OPS = frozenset(BINARY) | frozenset(COMPARISON) | frozenset(LOGICAL) | frozenset(UNARY) \
     | frozenset(FLOAT_TESTS) | {"bitwise_not", "clamp", "where", "cast"}
 # Declared elementwise ops (ember/op_kinds.py) left to their unfused kernels: Python's sign
-# rules for floor division and remainder.
-UNRENDERED = frozenset({"floordiv", "remainder"})
+# rules for floor division and remainder; the shifts, which take integer dtypes only.
+UNRENDERED = frozenset({"floordiv", "remainder", "bitwise_left_shift", "bitwise_right_shift"})
 
 
 def scalar_arguments(members: Sequence[Any], steps: Sequence[tuple[int, tuple[int, ...]]]

@@ -135,6 +135,35 @@ def _comparison_kernel(ufunc_name):
 
 for _name, _ufunc in _ARITHMETIC.items():
     kernel(_name)(_arithmetic_kernel(_ufunc, _name))
+
+
+def _shift_kernel(left: bool):
+    """PyTorch's shifts: an amount below 0 or at least the bit width shifts every bit out
+    (0; -1 for a negative value shifted right); NumPy leaves those to the C compiler."""
+
+    def run(msg, pool, *inputs):
+        value, amount = _operands(msg, inputs)
+        out_dtype = NP[msg.dtype]
+        bits = 8 * out_dtype.itemsize
+        xp = namespace(value, amount)
+        value = xp.asarray(value, out_dtype)
+        amount = xp.asarray(amount, out_dtype)
+        inside = (amount >= 0) & (amount < bits)
+        # Out-of-range amounts shift by bits - 1 instead: a signed right shift then fills
+        # with the sign bit, which is PyTorch's answer; the others are masked to 0 below.
+        safe = xp.where(inside, amount, bits - 1).astype(out_dtype, copy=False)
+        shift = xp.left_shift if left else xp.right_shift
+        out = pool.empty(msg.shape, out_dtype)
+        shift(value, safe, out=out, casting="unsafe")
+        if left or out_dtype.kind == "u":
+            xp.copyto(out, 0, where=~inside)
+        return out
+
+    return run
+
+
+kernel("bitwise_left_shift")(_shift_kernel(True))
+kernel("bitwise_right_shift")(_shift_kernel(False))
 for _name, _ufunc in _COMPARISON.items():
     kernel(_name)(_comparison_kernel(_ufunc))
 

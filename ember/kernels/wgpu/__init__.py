@@ -10,8 +10,9 @@ adapter's storage buffers per shader stage.
 
 Dtypes: float32, int32, bool (as u32), int64 (stored as int32: uploads must
 fit, reads widen back), float16 where the adapter has ``shader-f16``.
-float64 and bfloat16 raise ``DTypeError`` (WGSL has neither) at the call that makes
-them (``WgpuBackend.check_dtype``, which ops run as they are submitted).
+float64, bfloat16, uint8, int8 and int16 raise ``DTypeError`` (WGSL has none of them)
+at the call that makes them (``WgpuBackend.check_dtype``, which ops run as they are
+submitted).
 """
 
 from __future__ import annotations

@@ -174,7 +174,11 @@ _ARITHMETIC = {
           "floordiv": "floordiv_i({a}, {b})", "remainder": "rem_i({a}, {b})",
           "pow": "pow_i({a}, {b})", "maximum": "max({a}, {b})", "minimum": "min({a}, {b})",
           "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})",
-          "bitwise_xor": "({a} ^ {b})"},
+          "bitwise_xor": "({a} ^ {b})",
+          # A shift by a negative amount (a huge u32) or by 32 or more shifts every bit out,
+          # as PyTorch's (int64 lives in i32 here); WGSL masks the amount instead.
+          "bitwise_left_shift": "select(0, {a} << u32({b}), u32({b}) < 32u)",
+          "bitwise_right_shift": "({a} >> min(u32({b}), 31u))"},
     "b": {"add": "({a} || {b})", "mul": "({a} && {b})", "maximum": "({a} || {b})",
           "minimum": "({a} && {b})", "bitwise_and": "({a} && {b})", "bitwise_or": "({a} || {b})",
           "bitwise_xor": "({a} != {b})"},

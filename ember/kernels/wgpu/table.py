@@ -47,8 +47,8 @@ float32 → ``f32``; float16 → ``f16`` (only where the adapter has
 ``shader-f16``; sources need ``enable f16;``, which ``codegen.header`` adds);
 int32 → ``i32``; int64 → ``i32`` too (WGSL has no 64-bit integers: uploads
 that do not fit raise ``DTypeError``, reads widen back to int64, arithmetic
-wraps at 32 bits); bool → ``u32`` holding 0 or 1. float64 and bfloat16 are
-refused with ``DTypeError``. Kernels compute float16 in f32 and round once per
+wraps at 32 bits); bool → ``u32`` holding 0 or 1. float64, bfloat16, uint8, int8 and
+int16 are refused with ``DTypeError``. Kernels compute float16 in f32 and round once per
 op, as the CPU backend does.
 """
 
@@ -76,6 +76,8 @@ STORAGE: dict[str, tuple[str, int, np.dtype]] = {
 _REFUSED = {
     "float64": "WGSL has no 64-bit floats; help: convert with .float() first",
     "bfloat16": "WGSL has no bfloat16; help: use float16 or float32",
+    **{name: "WGSL has no 8- or 16-bit integer storage; help: convert with .int() first"
+       for name in ("uint8", "int8", "int16")},
 }
 # Declared ops (ember/op_kinds.py) this backend does not run: op -> why, with the fix. The
 # backend's check_dtype refuses them on the caller's line, their kernels at run time.
