@@ -205,7 +205,7 @@ def _check_loopback(ray: Any) -> None:
                                f"refusing to run a local cluster that others could reach")
 
 
-def nccl_unique_id() -> tuple[int, ...]:
+def nccl_unique_id() -> bytes:
     """A new NCCL unique id for ``NcclCommunicator`` (rank 0 makes it and hands it to every
     rank; no Ray needed).
 

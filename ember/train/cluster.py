@@ -247,12 +247,12 @@ def _gather(refs: list) -> list:
     return ray.get(refs)
 
 
-def _nccl_unique_id(context: dict) -> tuple[int, ...]:
+def _nccl_unique_id(context: dict) -> bytes:
     return unique_id()
 
 
 def _setup_worker(context: dict, fns: tuple, dataset: Any, spec: dict, state: dict,
-                  want_outputs: bool, uid: tuple[int, ...] | None = None) -> None:
+                  want_outputs: bool, uid: bytes | None = None) -> None:
     model_fn, optimizer_fn, loss_fn, grad_clip = fns
     kind, count = context["device"], context["devices_per_worker"]
     devices = [resolve_device(f"{kind}:{k}").autodiff() for k in range(count)]

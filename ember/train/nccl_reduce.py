@@ -175,7 +175,7 @@ def all_reduce_gradients(grads: Sequence[Tensor | None], buckets: Sequence[Bucke
     return out
 
 
-def unique_id() -> tuple[int, ...]:
+def unique_id() -> bytes:
     """A new NCCL unique id: rank 0 makes it, every rank's ``NcclCommunicator`` takes it.
 
     Raises:
@@ -207,7 +207,7 @@ class NcclCommunicator:
         >>> (total,) = comm.all_reduce((em.ones(4, device=em.cuda(0)),))   # == world
     """
 
-    def __init__(self, world: int, uid: Sequence[int], rank: int, device: Device) -> None:
+    def __init__(self, world: int, uid: bytes, rank: int, device: Device) -> None:
         if not 0 <= rank < world:
             raise ValueError(f"NcclCommunicator: rank {rank} is outside a world of {world}")
         if device.kind != "cuda":
@@ -216,7 +216,7 @@ class NcclCommunicator:
 
         self.world, self.rank, self.device = world, rank, device
         self.key = f"world-{next(_keys)}"
-        nccl_world.join(self.key, world, tuple(uid), rank, device.index)
+        nccl_world.join(self.key, world, bytes(uid), rank, device.index)
         self._closed = False
 
     def all_reduce(self, buffers: tuple[Tensor, ...]) -> tuple[Tensor, ...]:

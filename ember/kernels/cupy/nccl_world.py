@@ -29,19 +29,25 @@ _communicators: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def unique_id() -> tuple[int, ...]:
-    """A new NCCL unique id (rank 0 makes it; it travels to every rank as plain ints)."""
-    return tuple(nccl.get_unique_id())
+def unique_id() -> bytes:
+    """A new NCCL unique id (rank 0 makes it; it travels to every rank as bytes)."""
+    uid = nccl.get_unique_id()
+    # CuPy 14 gives bytes; CuPy 13 a tuple of C chars (-128 .. 127).
+    return uid if isinstance(uid, bytes) else bytes(c & 0xFF for c in uid)
 
 
-def join(key: str, world: int, uid: tuple[int, ...], rank: int, device_index: int) -> None:
+def join(key: str, world: int, uid: bytes, rank: int, device_index: int) -> None:
     """Make this process's rank of the communicator ``key`` on CUDA device
     ``device_index``; returns once all ``world`` ranks have joined."""
     with _lock:
         if key in _communicators:
             raise RuntimeError(f"NCCL communicator {key!r} joined twice in this process")
     with cupy.cuda.Device(device_index):
-        comm = nccl.NcclCommunicator(world, uid, rank)
+        try:
+            comm = nccl.NcclCommunicator(world, uid, rank)
+        except TypeError:  # CuPy 13 takes the id as a tuple of C chars
+            comm = nccl.NcclCommunicator(world, tuple(c - 256 if c > 127 else c for c in uid),
+                                         rank)
     with _lock:
         _communicators[key] = comm
 
