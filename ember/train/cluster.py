@@ -51,6 +51,9 @@ from ember.train.replicas import all_reduce, broadcast, replicate
 # Restarts of the whole run after worker deaths before ``fit`` gives up (a guess: a
 # worker that dies this often will not finish).
 _MAX_RECOVERIES = 3
+# How long to wait for Ray to restart dead workers before setting them up (a guess: a
+# worker process starts within seconds; 60 polls of 0.5 s).
+_RESTART_POLLS, _RESTART_POLL_S = 60, 0.5
 
 
 class ClusterLearner(Learner):
@@ -146,10 +149,9 @@ class ClusterLearner(Learner):
                     raise
                 self.recoveries += 1
                 if self._over_nccl:
-                    for worker in self.cluster.workers:
-                        ray.kill(worker, no_restart=False)
+                    self._restart_workers()
                 self._batch = 0
-                await self._setup(dataset, spec, want_outputs)  # the last epoch boundary
+                await self._setup_after_restart(dataset, spec, want_outputs)
                 continue
             await self._gather_state()
             self.history.append("train", values)
@@ -174,9 +176,31 @@ class ClusterLearner(Learner):
                 ray.get, self.cluster.workers[0].call.remote(_nccl_unique_id))
         calls = [w.call.remote(_setup_worker, fns, dataset, spec, state, want_outputs, uid)
                  for w in self.cluster.workers]
-        # Every rank joins the communicator in its own call, at once: ``_gather`` returns
-        # when all have, or raises as soon as one fails.
-        await trio.to_thread.run_sync(_gather, calls)
+        # Over NCCL every rank joins the communicator in its own call, at once: ``_gather``
+        # returns when all have, or raises as soon as one fails (the others would wait for
+        # it). The object-store path keeps ``ray.get``, which waits out a worker's restart.
+        await trio.to_thread.run_sync(_gather if uid is not None else ray.get, calls)
+
+    async def _setup_after_restart(self, dataset: Any, spec: dict, want_outputs: bool) -> None:
+        """``_setup`` (the last epoch boundary) once Ray has restarted the dead workers: a
+        call that reaches one still restarting fails with ``ActorUnavailableError``."""
+        import ray
+
+        for attempt in range(_RESTART_POLLS):
+            try:
+                return await self._setup(dataset, spec, want_outputs)
+            except ray.exceptions.ActorUnavailableError:
+                if attempt == _RESTART_POLLS - 1:
+                    raise
+                if self._over_nccl:  # the ranks that joined wait for the missing one
+                    self._restart_workers()
+                await trio.sleep(_RESTART_POLL_S)
+
+    def _restart_workers(self) -> None:
+        import ray
+
+        for worker in self.cluster.workers:
+            ray.kill(worker, no_restart=False)
 
     @property
     def _over_nccl(self) -> bool:
