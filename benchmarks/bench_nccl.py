@@ -168,8 +168,9 @@ def main() -> None:
         def bw(seconds: float) -> float:
             return nbytes / seconds * (factor if world > 1 else 1.0) / 1e9
 
-        print(f"{nbytes >> 20:>5} MiB {min(mine) * 1e6:>8.1f} / {statistics.median(mine) * 1e6:<7.1f}"
-              f" {min(theirs) * 1e6:>8.1f} / {statistics.median(theirs) * 1e6:<7.1f}"
+        us = [(min(t) * 1e6, statistics.median(t) * 1e6) for t in (mine, theirs)]
+        print(f"{nbytes >> 20:>5} MiB {us[0][0]:>8.1f} / {us[0][1]:<7.1f}"
+              f" {us[1][0]:>8.1f} / {us[1][1]:<7.1f}"
               f" {bw(min(mine)):>8.1f} GB/s {bw(min(theirs)):>8.1f} GB/s"
               f" {min(ratios):>5.2f} / {statistics.median(ratios):<5.2f}")
 
