@@ -4,7 +4,9 @@
 per worker; each such actor is a process running its own ember runtime with
 ``devices_per_worker`` devices. ``train.Learner(model_fn, optimizer_fn, loss_fn,
 cluster=cluster)`` trains on it. Ray places, restarts and transports; ember adds no
-cluster layer of its own.
+cluster layer of its own. On GPUs the gradients are summed over NCCL instead
+(``transport="nccl"``, one rank per worker); ``NcclCommunicator`` and ``nccl_unique_id``
+make that sum usable without Ray, in processes the caller starts.
 
 A local cluster (``address=None``) stays on this machine's loopback, whatever the
 caller imported first. Starting one changes, for this process and the Ray processes
@@ -31,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ember.train.nccl_reduce import NcclCommunicator, unique_id
+
 _LOOPBACK = "127.0.0.1"
 _BOOTSTRAP = "~/ray_bootstrap_config.yaml"
 
@@ -45,6 +49,11 @@ class RayCluster:
         address: None starts a local Ray cluster bound to 127.0.0.1; ``"auto"`` or an
             address joins an existing cluster.
         max_restarts: how many times Ray restarts a worker process that dies.
+        transport: how a step's gradients are summed over the workers: ``"nccl"`` (the
+            default on ``"cuda"``: one NCCL rank per worker, on its first GPU, the sum
+            made on the GPUs; see ``ember.train.nccl_reduce``) or ``"object_store"``
+            (the default, and the only choice, on ``"cpu"``: each worker's gradients
+            travel as host arrays through Ray's object store to every worker).
 
     Use as a context manager, or call ``shutdown()``; the Ray processes a local cluster
     started end with it.
@@ -52,6 +61,7 @@ class RayCluster:
     Raises:
         ImportError: ray is not installed (``pip install 'ember[ray]'``).
         RuntimeError: the local cluster's node address is not loopback.
+        ValueError: a bad count, device or transport (``"nccl"`` needs ``"cuda"``).
 
     Example:
         With ``from ember import distributed as dist``:
@@ -63,7 +73,8 @@ class RayCluster:
     """
 
     def __init__(self, num_workers: int, devices_per_worker: int = 1, device: str = "cpu",
-                 address: str | None = None, max_restarts: int = 4) -> None:
+                 address: str | None = None, max_restarts: int = 4,
+                 transport: str | None = None) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"RayCluster: num_workers must be an int >= 1, got {num_workers!r}")
         if not isinstance(devices_per_worker, int) or devices_per_worker < 1:
@@ -71,10 +82,16 @@ class RayCluster:
                              f"got {devices_per_worker!r}")
         if device not in ("cpu", "cuda"):
             raise ValueError(f"RayCluster: device must be 'cpu' or 'cuda', got {device!r}")
+        transport = transport or ("nccl" if device == "cuda" else "object_store")
+        if transport not in ("nccl", "object_store") or (transport == "nccl"
+                                                          and device != "cuda"):
+            raise ValueError(f"RayCluster: transport must be 'object_store', or 'nccl' on "
+                             f"device='cuda'; got {transport!r} on {device!r}")
         self.num_workers = num_workers
         self.devices_per_worker = devices_per_worker
         self.device = device
         self.address = address
+        self.transport = transport
         self._owns_ray = address is None
         ray = _import_ray(local=self._owns_ray)
         if self._owns_ray:
@@ -145,7 +162,7 @@ class RayCluster:
     def __repr__(self) -> str:
         where = "local 127.0.0.1" if self._owns_ray else self.address
         return (f"RayCluster({self.num_workers} workers x {self.devices_per_worker} "
-                f"{self.device}, {where})")
+                f"{self.device}, {self.transport}, {where})")
 
 
 class _WorkerHost:
@@ -192,4 +209,14 @@ def _check_loopback(ray: Any) -> None:
                                f"refusing to run a local cluster that others could reach")
 
 
-__all__ = ["RayCluster"]
+def nccl_unique_id() -> bytes:
+    """A new NCCL unique id for ``NcclCommunicator`` (rank 0 makes it and hands it to every
+    rank; no Ray needed).
+
+    Raises:
+        ImportError: CuPy, or CuPy's NCCL, is not installed.
+    """
+    return unique_id()
+
+
+__all__ = ["NcclCommunicator", "RayCluster", "nccl_unique_id"]

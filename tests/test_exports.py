@@ -112,3 +112,21 @@ def test_clear_cache_empties_the_ember_cache(tmp_path, monkeypatch):
     em.clear_cache()
     assert not (tmp_path / "ember").exists()
     em.clear_cache()  # nothing there: still fine
+
+
+def test_distributed_names_of_the_api():
+    # API.md's "Past one machine": `from ember import distributed as dist`, RayCluster; the
+    # NCCL all-reduce usable without Ray. Importing it starts nothing and needs no ray.
+    import subprocess
+    import sys
+
+    from ember import distributed as dist
+
+    assert set(dist.__all__) == {"RayCluster", "NcclCommunicator", "nccl_unique_id"}
+    for name in dist.__all__:
+        assert getattr(dist, name).__doc__, name
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, ember.distributed; "
+                               "print('ray' in sys.modules)"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "False"

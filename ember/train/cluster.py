@@ -10,12 +10,16 @@ shard=(rank, world))``). A step is two calls per worker:
 
 The gradients travel through Ray's object store: each ``apply`` receives every
 rank's ``compute`` result as an argument, so Ray moves them worker to worker and the
-driver only receives the step's metrics. The driver holds ``learner.model`` (and an
+driver only receives the step's metrics. On a cluster of ``transport="nccl"`` (GPUs) a
+step is one call per worker instead: the gradients are summed over NCCL on the GPUs
+(``nccl_reduce.py``, one rank per worker, from a unique id rank 0 makes at setup) and
+each worker updates at once. The driver holds ``learner.model`` (and an
 optimizer twin), updated from rank 0 at each epoch boundary, where it evaluates,
 records the History and writes checkpoints. A worker process that dies is restarted
 by Ray; every worker then starts again from the driver's state (the last epoch
 boundary) and the epoch runs again, so the run ends with the weights an uninterrupted
-run gives.
+run gives. Over NCCL the survivors' GPUs would wait forever for the dead rank, so every
+worker is restarted and the communicator made again.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ from ember.train.dataloader import DataLoader
 from ember.train.failures import caller_site, unwrapped
 from ember.train.history import History
 from ember.train.learner import Learner
+from ember.train.nccl_reduce import (NcclCommunicator, all_reduce_gradients, plan_buckets,
+                                     unique_id)
 from ember.train.progress import Progress
 from ember.train.replicas import all_reduce, broadcast, replicate
 
 # Restarts of the whole run after worker deaths before ``fit`` gives up (a guess: a
 # worker that dies this often will not finish).
 _MAX_RECOVERIES = 3
+# How long to wait for Ray to restart dead workers before setting them up (a guess: a
+# worker process starts within seconds; 60 polls of 0.5 s).
+_RESTART_POLLS, _RESTART_POLL_S = 60, 0.5
 
 
 class ClusterLearner(Learner):
@@ -139,8 +148,10 @@ class ClusterLearner(Learner):
                 if self.recoveries >= _MAX_RECOVERIES:
                     raise
                 self.recoveries += 1
+                if self._over_nccl:
+                    self._restart_workers()
                 self._batch = 0
-                await self._setup(dataset, spec, want_outputs)  # the last epoch boundary
+                await self._setup_after_restart(dataset, spec, want_outputs)
                 continue
             await self._gather_state()
             self.history.append("train", values)
@@ -159,9 +170,41 @@ class ClusterLearner(Learner):
 
         state = await trio.to_thread.run_sync(self._host_state)
         fns = (self.model_fn, self.optimizer_fn, self.loss_fn, self.grad_clip)
-        calls = [w.call.remote(_setup_worker, fns, dataset, spec, state, want_outputs)
+        uid = None
+        if self._over_nccl:
+            uid = await trio.to_thread.run_sync(
+                ray.get, self.cluster.workers[0].call.remote(_nccl_unique_id))
+        calls = [w.call.remote(_setup_worker, fns, dataset, spec, state, want_outputs, uid)
                  for w in self.cluster.workers]
-        await trio.to_thread.run_sync(ray.get, calls)
+        # Over NCCL every rank joins the communicator in its own call, at once: ``_gather``
+        # returns when all have, or raises as soon as one fails (the others would wait for
+        # it). The object-store path keeps ``ray.get``, which waits out a worker's restart.
+        await trio.to_thread.run_sync(_gather if uid is not None else ray.get, calls)
+
+    async def _setup_after_restart(self, dataset: Any, spec: dict, want_outputs: bool) -> None:
+        """``_setup`` (the last epoch boundary) once Ray has restarted the dead workers: a
+        call that reaches one still restarting fails with ``ActorUnavailableError``."""
+        import ray
+
+        for attempt in range(_RESTART_POLLS):
+            try:
+                return await self._setup(dataset, spec, want_outputs)
+            except ray.exceptions.ActorUnavailableError:
+                if attempt == _RESTART_POLLS - 1:
+                    raise
+                if self._over_nccl:  # the ranks that joined wait for the missing one
+                    self._restart_workers()
+                await trio.sleep(_RESTART_POLL_S)
+
+    def _restart_workers(self) -> None:
+        import ray
+
+        for worker in self.cluster.workers:
+            ray.kill(worker, no_restart=False)
+
+    @property
+    def _over_nccl(self) -> bool:
+        return getattr(self.cluster, "transport", "object_store") == "nccl"
 
     def _host_state(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(),
@@ -178,12 +221,17 @@ class ClusterLearner(Learner):
         workers = self.cluster.workers
         for b in range(self._batch, len(batches)):
             items = len(batches[b])
-            results = [w.call.options(num_returns=2).remote(_compute, self.epoch, b, items)
-                       for w in workers]
-            grads = [g for g, _ in results]
-            applied = [w.call.remote(_apply, *grads) for w in workers]
-            reports = await trio.to_thread.run_sync(ray.get, [r for _, r in results] + applied)
-            reports = reports[:len(workers)]
+            if self._over_nccl:
+                steps = [w.call.remote(_step_nccl, self.epoch, b, items) for w in workers]
+                reports = await trio.to_thread.run_sync(_gather, steps)
+            else:
+                results = [w.call.options(num_returns=2).remote(_compute, self.epoch, b, items)
+                           for w in workers]
+                grads = [g for g, _ in results]
+                applied = [w.call.remote(_apply, *grads) for w in workers]
+                reports = await trio.to_thread.run_sync(
+                    ray.get, [r for _, r in results] + applied)
+                reports = reports[:len(workers)]
             loss = sum(r["loss"] for r in reports)
             loss_mean.add(loss, items)
             for r in reports:
@@ -211,8 +259,24 @@ class ClusterLearner(Learner):
 
 # ----- the workers' side (run inside each worker's Ray actor) ---------------------------
 
+def _gather(refs: list) -> list:
+    """``ray.get(refs)``, raising as soon as any one fails: over NCCL the others may then
+    never finish (their GPUs wait for the failed rank)."""
+    import ray
+
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        ray.get(ready)
+    return ray.get(refs)
+
+
+def _nccl_unique_id(context: dict) -> bytes:
+    return unique_id()
+
+
 def _setup_worker(context: dict, fns: tuple, dataset: Any, spec: dict, state: dict,
-                  want_outputs: bool) -> None:
+                  want_outputs: bool, uid: bytes | None = None) -> None:
     model_fn, optimizer_fn, loss_fn, grad_clip = fns
     kind, count = context["device"], context["devices_per_worker"]
     devices = [resolve_device(f"{kind}:{k}").autodiff() for k in range(count)]
@@ -229,11 +293,19 @@ def _setup_worker(context: dict, fns: tuple, dataset: Any, spec: dict, state: di
         loader=DataLoader(dataset, prefetch=0, device=devices[0],
                           shard=(context["rank"], context["world"]), **spec),
         epoch=None)
+    if uid is not None:
+        if context.get("communicator") is not None:
+            context["communicator"].close()
+        params = model.parameters()
+        context["communicator"] = NcclCommunicator(context["world"], uid,
+                                                   context["rank"], devices[0])
+        context["buckets"] = plan_buckets([p.shape for p in params], [p.dtype for p in params])
 
 
-def _compute(context: dict, epoch: int, batch: int, items: int) -> tuple[list, dict]:
-    """This worker's forward and backward of one batch: (its gradient sum as host arrays,
-    its report: weighted loss, outputs, targets)."""
+def _local_step(context: dict, epoch: int, batch: int,
+                items: int) -> tuple[Gradients, Callable[[], dict]]:
+    """This worker's forward and backward of one batch: (its devices' gradient sum, on its
+    first device; what reads its report: weighted loss, outputs, targets)."""
     if context["epoch"] != epoch:
         context["batches"], context["epoch"] = context["loader"].batch_indices(epoch), epoch
     arrays = context["loader"].host_batch(context["batches"][batch])
@@ -253,24 +325,47 @@ def _compute(context: dict, epoch: int, batch: int, items: int) -> tuple[list, d
             outputs.append(out.detach())
             targets.append(target[0])
     total = all_reduce(context["model"], replicas, grads)
+
+    def report() -> dict:
+        return {"loss": sum(float(loss.numpy()) * share for loss, share in losses),
+                "outputs": np.concatenate([o.numpy() for o in outputs]) if outputs else None,
+                "targets": np.concatenate([t.numpy() for t in targets]) if targets else None}
+
+    return total, report
+
+
+def _compute(context: dict, epoch: int, batch: int, items: int) -> tuple[list, dict]:
+    """``_local_step`` with the gradient sum read to host arrays (for the object store)."""
+    total, report = _local_step(context, epoch, batch, items)
     host = []
     for param in context["model"].parameters():
         g = param.grad(total)
         host.append(np.zeros(param.shape, param.dtype.np) if g is None else g.numpy())
-    report = {"loss": sum(float(loss.numpy()) * share for loss, share in losses),
-              "outputs": np.concatenate([o.numpy() for o in outputs]) if outputs else None,
-              "targets": np.concatenate([t.numpy() for t in targets]) if targets else None}
-    return host, report
+    return host, report()
 
 
 def _apply(context: dict, *ranks: list[np.ndarray]) -> None:
     """The update from every rank's gradients, summed in rank order (the same on every
     worker, so the replicas stay identical without a broadcast)."""
-    model, device = context["model"], context["devices"][0]
-    params = model.parameters()
+    params, device = context["model"].parameters(), context["devices"][0]
     summed = [sum(parts[1:], parts[0]) for parts in zip(*ranks)]
-    grads = Gradients({p.value._node: make_tensor(g, device=device)
-                       for p, g in zip(params, summed)})
+    _update(context, Gradients({p.value._node: make_tensor(g, device=device)
+                                for p, g in zip(params, summed)}))
+
+
+def _step_nccl(context: dict, epoch: int, batch: int, items: int) -> dict:
+    """One step with the gradients summed over NCCL on the device (every worker gets the
+    same sum, so the replicas stay identical), then the update; returns the report."""
+    total, report = _local_step(context, epoch, batch, items)
+    params = context["model"].parameters()
+    summed = all_reduce_gradients([p.grad(total) for p in params], context["buckets"],
+                                  context["communicator"], context["devices"][0])
+    _update(context, Gradients({p.value._node: g for p, g in zip(params, summed)}))
+    return report()  # read after the sum and the update are queued, not before
+
+
+def _update(context: dict, grads: Gradients) -> None:
+    model = context["model"]
     if context["grad_clip"] is not None:
         from ember.optim import clip_grad_norm
 

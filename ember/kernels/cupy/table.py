@@ -61,10 +61,13 @@ def _float_function(fn: Callable) -> Callable:
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 
 # Declared ops (ember/op_kinds.py) this backend does not run: op -> why. The collectives'
-# kernels replace these when CuPy finds NCCL (``CupyBackend.collectives``).
+# kernels replace these when CuPy finds NCCL (``CupyBackend.collectives``) and when a
+# process joins a communicator (nccl_world.py).
 REFUSED_OPS: dict[str, str] = {
     "collective_all_reduce": "CuPy found no NCCL; help: install a CuPy built with NCCL",
     "collective_broadcast": "CuPy found no NCCL; help: install a CuPy built with NCCL",
+    "collective_world_all_reduce": "no NCCL communicator joined in this process; help: "
+                                   "ember.distributed.NcclCommunicator",
 }
 refuse(KERNELS, "CUDA", REFUSED_OPS)
 

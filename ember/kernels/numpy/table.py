@@ -29,6 +29,8 @@ REFUSED_OPS: dict[str, str] = {
                              "replicate onto em.cuda(i) devices",
     "collective_broadcast": "collectives run over NCCL between CUDA devices; help: "
                             "replicate onto em.cuda(i) devices",
+    "collective_world_all_reduce": "collectives run over NCCL between CUDA devices; "
+                                   "help: a RayCluster of device='cuda'",
 }
 refuse(KERNELS, "CPU", REFUSED_OPS)
 

@@ -86,6 +86,8 @@ REFUSED_OPS: dict[str, str] = {
                              "replicate onto em.cuda(i) devices",
     "collective_broadcast": "collectives run over NCCL between CUDA devices; help: "
                             "replicate onto em.cuda(i) devices",
+    "collective_world_all_reduce": "collectives run over NCCL between CUDA devices; "
+                                   "help: a RayCluster of device='cuda'",
     **{op: "no matrix decompositions in WGSL; help: move the tensor to em.cpu() for this op"
        for op in ("linalg_inv", "linalg_det", "linalg_solve", "linalg_cholesky", "linalg_qr",
                   "linalg_svd", "linalg_eigh")},
