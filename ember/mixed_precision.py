@@ -10,8 +10,8 @@ low dtype):
   in float32 and round the result once.
 - ``float32``: reductions, softmax / log_softmax, norms, losses, ``exp``, ``log``, ``pow``
   and the other ops of torch's fp32 list cast float16 / bfloat16 inputs to float32.
-- ``promote``: ops of several floating inputs run in the widest of their dtypes (ember's
-  type promotion already does this for its binary ops and ``cat`` / ``stack``).
+- ``promote``: ops of several floating inputs run in the widest of their dtypes, which
+  ember's type promotion already does for every such op (binary ops, ``cat``, ``stack``).
 
 float64 tensors are never cast, as in torch. The casts are ordinary ``cast`` ops, so a
 gradient flows back through them in the dtype of the forward value each was cast from:
@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +53,8 @@ class _State:
     def __init__(self, dtype: DType, device_type: str | None, cache: dict) -> None:
         self.dtype = dtype
         self.device_type = device_type
-        # id(leaf) -> (leaf, its cast): a parameter used twice in a block is cast once.
+        # id(leaf) -> (weakref to the leaf, its cast): a parameter used twice in a block is
+        # cast once.
         # Shared by nested blocks of one dtype; dropped when the outermost block exits.
         self.cache = cache
 
@@ -207,10 +209,12 @@ def _to_low(state: _State, t: Any) -> Any:
         return _cast(t, state.dtype)
     key = id(t)
     found = cache.get(key)
-    if found is not None and found[0] is t:
+    if found is not None and found[0]() is t:
         return found[1]
     cast = _cast(t, state.dtype)
-    cache[key] = (t, cast)  # holds t, so its id is not reused while the block is open
+    # A weak reference: a parameter the optimizer replaced (a training loop inside one
+    # block) leaves the cache when its old value dies, before its id can be reused.
+    cache[key] = (weakref.ref(t, lambda _, key=key: cache.pop(key, None)), cast)
     return cast
 
 
@@ -234,22 +238,6 @@ def to_float32(*tensors: Any) -> tuple:
                   for t in tensors])
 
 
-def to_widest(*tensors: Any) -> tuple:
-    """``tensors`` cast to the widest floating dtype among them, for an op of the promote
-    list (unchanged outside autocast)."""
-    state = _state.get()
-    if state is None:
-        return tensors
-    floating = [t for t in tensors if _applies(state, t)]
-    if not floating:
-        return tensors
-    widest = floating[0].dtype
-    for t in floating[1:]:
-        widest = _dtype.promote(widest, t.dtype)
-    return tuple([_cast(t, widest) if _applies(state, t) and t.dtype is not widest else t
-                  for t in tensors])
-
-
 _FLOAT32_UNARY = frozenset({"exp", "log", "log1p", "rsqrt", "reciprocal", "tan", "log2",
                             "log10", "expm1", "sinh", "cosh", "asin", "acos", "erfinv"})
 _FLOAT32_BINARY = frozenset({"pow"})
@@ -269,23 +257,17 @@ def binary_inputs(op: str, a: Any, b: Any) -> tuple:
     return a, b
 
 
-def _policy(cast: Callable[..., tuple]) -> Callable[[Callable], Callable]:
-    def decorate(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            if entered:
-                args = cast(*args)
-                if kwargs:
-                    names = tuple(kwargs)
-                    kwargs = dict(zip(names, cast(*[kwargs[n] for n in names])))
-            return fn(*args, **kwargs)
+def float32_op(fn: Callable) -> Callable:
+    """Decorate an op of the float32 list: under autocast, its float16 / bfloat16 tensor
+    arguments are cast to float32 before it runs; elsewhere it runs as it is."""
 
-        return wrapped
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if entered:
+            args = to_float32(*args)
+            if kwargs:
+                names = tuple(kwargs)
+                kwargs = dict(zip(names, to_float32(*[kwargs[n] for n in names])))
+        return fn(*args, **kwargs)
 
-    return decorate
-
-
-low_precision_op = _policy(to_low)
-low_precision_op.__doc__ = "Decorate an op of the low list: its tensor arguments are cast."
-float32_op = _policy(to_float32)
-float32_op.__doc__ = "Decorate an op of the float32 list: its low-precision arguments are cast."
+    return wrapped

@@ -314,3 +314,21 @@ def test_a_parameter_used_twice_in_a_block_is_cast_once():
                                atol=0.05 * np.abs(expected).max())
     with em.autocast():
         assert mixed_precision.to_low(w)[0] is not first  # a new block, a new cache
+
+
+def test_a_training_loop_inside_one_block_keeps_no_old_parameters():
+    device = em.cpu().autodiff()
+    model = nn.Linear(4, 4, device=device)
+    opt = em.optim.SGD(model.parameters(), lr=0.1)
+    x = em.randn(2, 4, device=device)
+    with em.autocast():
+        for _ in range(5):
+            loss = model(x).float().sum()
+            opt.step(loss.backward())
+            del loss
+        em.sync()
+        cache = mixed_precision._state.get().cache
+        assert len(cache) <= 2 * 2  # this step's weight and bias, maybe the last step's
+        out = model(x)
+    expected = x.numpy() @ model.weight.value.numpy().T + model.bias.value.numpy()
+    np.testing.assert_allclose(out.numpy().astype(np.float32), expected, rtol=0.05, atol=0.05)

@@ -7,8 +7,8 @@ from typing import Any
 
 from ember.ops.gradient_rules import differentiable
 from ember.ops.recording import no_record, record_composite
-from ember.mixed_precision import float32_op
 from ember.errors import DTypeError
+from ember.mixed_precision import float32_op
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ember.mixed_precision import float32_op
 from ember.errors import DTypeError
+from ember.mixed_precision import float32_op
 from ember.ops._core import broadcast_shapes
 from ember.ops.elementwise import where
 from ember.tensor import Tensor

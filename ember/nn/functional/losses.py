@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ember.mixed_precision import float32_op
 from ember.errors import DTypeError, ShapeError
+from ember.mixed_precision import float32_op
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
 

@@ -17,8 +17,8 @@ import numpy as np
 from ember import dtype as _dtype
 from ember.ops.gradient_rules import differentiable
 from ember.ops.recording import no_record, record_composite
-from ember.mixed_precision import float32_op
 from ember.errors import DTypeError, ShapeError
+from ember.mixed_precision import float32_op
 from ember.nn.param import Param
 from ember.tensor import Tensor
 
