@@ -42,6 +42,7 @@ from ember.ops.creation import (
 from ember.ops.elementwise import where
 from ember.ops.shape import cat, stack
 from ember.precision import get_float32_matmul_precision, set_float32_matmul_precision
+from ember.mixed_precision import autocast, get_autocast_dtype, is_autocast_enabled
 from ember.record import load, load_safetensors, save, save_safetensors
 from ember.actors.stats import ActorInfo
 from ember.runtime import graphed, list_actors, run, stats, sync, sync_async, trace
@@ -68,6 +69,7 @@ __all__ = [
     "run", "stats", "sync", "sync_async", "trace", "graphed", "clear_cache", "list_actors",
     "ActorInfo",
     "get_float32_matmul_precision", "set_float32_matmul_precision",
+    "autocast", "get_autocast_dtype", "is_autocast_enabled",
     "nn", "optim", "train", "Config",
     "load", "load_safetensors", "save", "save_safetensors",
     "linalg", "no_grad", "enable_grad", "is_grad_enabled", "empty", "normal",

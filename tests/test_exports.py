@@ -37,6 +37,7 @@ float double half long int linalg no_grad enable_grad is_grad_enabled empty norm
 asin acos atan atan2 sinh cosh asinh acosh atanh arcsin arccos arctan arctan2 arcsinh arccosh
 arctanh copysign logaddexp cumprod cummax cummin logcumsumexp scatter scatter_reduce
 uint8 int8 int16 short bitwise_left_shift bitwise_right_shift
+autocast get_autocast_dtype is_autocast_enabled
 """.split())
 
 
@@ -63,7 +64,7 @@ def test_submodule_names_of_the_api():
                  "avg_pool2d", "embedding", "layer_norm", "dropout",
                  "scaled_dot_product_attention", "conv3d", "max_pool3d", "avg_pool3d"):
         assert hasattr(nn.functional, name), name
-    for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "clip_grad_norm"):
+    for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "clip_grad_norm", "GradScaler"):
         assert hasattr(optim, name), name
     for name in ("StepLR", "CosineAnnealingLR", "LinearWarmup", "ExponentialLR"):
         assert hasattr(optim.lr_scheduler, name), name

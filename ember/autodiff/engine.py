@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from ember import mixed_precision
 from ember import tracing as _trace
 from ember.actors.job_actor import JobActor
 
@@ -180,7 +181,9 @@ class AutodiffActor(JobActor):
         order, index, leaves, devices = _claim(node)
         self.backward_calls += 1
         if EAGER or not ACTORS or any(d.actor._in_step for d in devices):
-            with self._lock, no_record(), pinned_site(site):
+            # On the caller's thread, maybe inside an autocast block: the dtypes the forward
+            # recorded decide the gradient ops (the actor's thread is outside every block).
+            with self._lock, no_record(), pinned_site(site), mixed_precision.suspended():
                 return Gradients(self._walk(node, grad, _to_inner))
         from ember.tensor import Tensor
         from ember.ops._core import next_id

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
+from ember import mixed_precision as _mixed
 from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.errors import DTypeError, ShapeError
 from ember.op_kinds import OTHER, declare
@@ -99,6 +100,8 @@ def _conv_padding(op: str, padding: Any, spatial: int, kernel: tuple, stride: tu
 
 def _convolution(op: str, spatial: int, x: Tensor, weight: Tensor, bias: Tensor | None,
                  stride: Any, padding: Any, dilation: Any, groups: int) -> Tensor:
+    if _mixed.entered:
+        x, weight, bias = _mixed.to_low(x, weight, bias)
     _floating(op, {"input": x, "weight": weight, "bias": bias})
     device = same_device(op, (x, weight) if bias is None else (x, weight, bias))
     _input_rank(op, x, spatial, "C, L" if spatial == 1 else "C, H, W")
@@ -193,6 +196,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
 def _transposed(op: str, spatial: int, x: Tensor, weight: Tensor, bias: Tensor | None,
                 stride: Any, padding: Any, output_padding: Any, groups: int,
                 dilation: Any) -> Tensor:
+    if _mixed.entered:
+        x, weight, bias = _mixed.to_low(x, weight, bias)
     _floating(op, {"input": x, "weight": weight, "bias": bias})
     device = same_device(op, (x, weight) if bias is None else (x, weight, bias))
     _input_rank(op, x, spatial, "C, L" if spatial == 1 else "C, H, W")

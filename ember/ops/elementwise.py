@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtype as _dtype
+from ember import mixed_precision as _mixed
 from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.dtype import DType
 from ember.errors import DTypeError
@@ -105,6 +106,8 @@ def _no_bool_sub(a_bool: bool, b_bool: bool) -> None:
 def binary(op: str, a: Any, b: Any) -> Tensor:
     """``a op b`` with broadcasting; either side may be a Python scalar."""
     rule = _BINARY_RULES[op]
+    if _mixed.entered:
+        a, b = _mixed.binary_inputs(op, a, b)
     if type(a) is Tensor:
         if type(b) is Tensor:
             device = a.device if a.device is b.device else same_device(op, (a, b))
@@ -237,6 +240,8 @@ def bitwise_right_shift(input: Any, other: Any) -> Tensor:  # noqa: A002  (torch
 def unary(op: str, x: Tensor) -> Tensor:
     if type(x) is not Tensor:
         raise DTypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if _mixed.entered:
+        x = _mixed.unary_input(op, x)
     return call(op, (x,), x.shape, _UNARY_RULES[op](op, x.dtype))
 
 

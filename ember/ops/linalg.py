@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
+from ember import mixed_precision as _mixed
 from ember import precision
 from ember.ops.gradient_rules import differentiable
 from ember.errors import DTypeError, ShapeError
@@ -77,6 +78,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     except ShapeError:
         raise ShapeError(f"matmul: batch dimensions do not broadcast: lhs {a.shape} vs rhs "
                          f"{b.shape}") from None
+    if _mixed.entered:
+        a, b = _mixed.to_low(a, b)
     rows = a.shape[-2:-1]  # () for a 1-D lhs
     cols = b.shape[-1:] if b.ndim >= 2 else ()
     out_dtype = _dtype.promote(a.dtype, b.dtype)

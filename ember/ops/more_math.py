@@ -15,6 +15,7 @@ from ember import dtype as _dtype
 from ember.ops.recording import no_record, record_composite
 from ember.ops.gradient_rules import differentiable
 from ember.errors import DTypeError
+from ember.mixed_precision import float32_op
 from ember.ops import elementwise as _ew
 from ember.ops import reduction as _red
 from ember.ops._core import normalize_dims
@@ -135,6 +136,7 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
     return start + weight * (end - start)
 
 
+@float32_op
 def tan(x: Tensor) -> Tensor:
     """sin(x) / cos(x)."""
     _check_tensor("tan", x)

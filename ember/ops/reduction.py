@@ -19,6 +19,7 @@ import numbers
 from typing import Any
 
 from ember import dtype as _dtype
+from ember import mixed_precision as _mixed
 from ember.ops.gradient_rules import differentiable, not_differentiable
 from ember.errors import ShapeError
 from ember.op_kinds import OTHER, REDUCTION, declare, declare_rules
@@ -27,6 +28,9 @@ from ember.ops._core import call, normalize_dim, normalize_dims
 from ember.tensor import Tensor
 
 Dims = int | tuple[int, ...] | list[int] | None
+
+# torch.autocast's float32 list among the reductions (cumsum too, below).
+_FLOAT32_UNDER_AUTOCAST = frozenset({"sum", "prod"})
 
 # ----- dtype rules: input dtype -> output dtype, or a DTypeError ---------------------------
 
@@ -117,6 +121,8 @@ def reduce(op: str, x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tenso
         >>> em.tensor([[1, 2], [3, 4]]).sum(dim=1).tolist()
         [3, 7]
     """
+    if _mixed.entered and op in _FLOAT32_UNDER_AUTOCAST:
+        (x,) = _mixed.to_float32(x)
     dtype = _RULES[op](op, x.dtype)
     dims = _reduced_dims(op, x, dim)
     keepdim = bool(keepdim)
@@ -215,6 +221,8 @@ def cumsum(x: Tensor, dim: int) -> Tensor:
         [1, 3, 6]
     """
     axis = normalize_dim("cumsum", dim, x.shape)
+    if _mixed.entered:
+        (x,) = _mixed.to_float32(x)
     return call("cumsum", (x,), x.shape, rules.widen_integers("cumsum", x.dtype), (axis,))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtype as _dtype
+from ember import mixed_precision as _mixed
 from ember.op_kinds import OTHER, declare
 from ember.ops import dtype_rules as rules
 from ember.ops._core import call, multi_call, normalize_dim
@@ -53,6 +54,8 @@ def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     axis = _check("cumprod", x, dim)
     if dtype is not None:
         x = x.astype(dtype)
+    elif _mixed.entered:  # torch.autocast's float32 list, where no dtype is asked for
+        (x,) = _mixed.to_float32(x)
     return call("cumprod", (x,), x.shape, rules.widen_integers("cumprod", x.dtype), (axis,))
 
 

@@ -12,11 +12,12 @@ from ember.optim import lr_scheduler
 from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam, AdamW
 from ember.optim.clip import clip_grad_norm, clip_grad_value
+from ember.optim.grad_scaler import GradScaler
 from ember.optim.optimizer import Optimizer, OptimizerStatistics
 from ember.optim.rmsprop import RMSprop
 from ember.optim.sgd import SGD
 
 __all__ = [
-    "Adagrad", "Adam", "AdamW", "Optimizer", "OptimizerStatistics", "RMSprop", "SGD",
+    "Adagrad", "Adam", "AdamW", "GradScaler", "Optimizer", "OptimizerStatistics", "RMSprop", "SGD",
     "clip_grad_norm", "clip_grad_value", "lr_scheduler",
 ]

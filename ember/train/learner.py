@@ -15,6 +15,7 @@ next step, and the next batch is on the device before the step needs it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,7 +33,9 @@ from ember.autodiff.graph import no_record
 from ember.device import Device
 from ember.errors import KernelError
 from ember.graphed_step import GraphedStep
+from ember.mixed_precision import autocast
 from ember.nn.module import Module
+from ember.optim.grad_scaler import GradScaler
 from ember.optim.lr_scheduler import ReduceLROnPlateau
 from ember.ops._core import resolve_device
 from ember.ops.creation import random_state, set_random_state
@@ -44,6 +47,13 @@ from ember.train.history import History
 from ember.train.progress import Progress
 from ember.train.replicas import all_reduce, broadcast, replicate
 
+# precision= -> the block forwards run in ("fp32": none, so a caller's own autocast block
+# still applies).
+_PRECISIONS: dict[str, Callable[[], Any]] = {
+    "fp32": contextlib.nullcontext,
+    "bf16": lambda: autocast(dtype="bfloat16"),
+    "fp16": lambda: autocast(dtype="float16"),
+}
 _CHECKPOINT = re.compile(r"^epoch-(\d+)\.ember$")
 BEST = "best.ember"
 # Ctrl-C reaches the Learner's tasks at their awaits, between steps, never inside one:
@@ -113,6 +123,11 @@ class Learner:
             come out, and the model's ``forward`` must do nothing else (no Python side
             effects; random ops or reads inside just keep every step running it). Default
             True (a device without graphs runs steps as they are).
+        precision: ``"fp32"`` (the default), ``"bf16"`` or ``"fp16"``: forwards and losses
+            (training and evaluation) run under ``em.autocast`` in that dtype, with the
+            parameters and their updates in float32. ``"fp16"`` also scales the loss with
+            an ``optim.GradScaler`` (``learner.scaler``; steps whose gradients overflow
+            are skipped) and runs steps ungraphed (the scale changes between steps).
 
     ``Learner(model_fn, optimizer_fn, loss_fn, cluster=cluster, ...)`` trains data parallel
     on a ``dist.RayCluster`` instead (``ember.train.cluster.ClusterLearner``).
@@ -143,11 +158,19 @@ class Learner:
                  keep_checkpoints: int = 3, scheduler_interval: str = "epoch",
                  graphed: bool | str = True, on_bad_batch: str = "raise",
                  checkpoint_best: str | None = None,
-                 log_file: str | os.PathLike | None = None) -> None:
+                 log_file: str | os.PathLike | None = None, precision: str = "fp32") -> None:
         if accumulation_steps < 1:
             raise ValueError(f"Learner: accumulation_steps must be >= 1, got {accumulation_steps}")
         if graphed not in (True, False, "pure"):
             raise ValueError(f"Learner: graphed must be True, False or 'pure', got {graphed!r}")
+        if precision not in _PRECISIONS:
+            raise ValueError(f"Learner: precision must be 'fp32', 'bf16' or 'fp16', got "
+                             f"{precision!r}")
+        self.precision = precision
+        self._autocast = _PRECISIONS[precision]
+        self.scaler = GradScaler() if precision == "fp16" else None
+        if self.scaler is not None:
+            graphed = False  # a captured step would keep its first loss scale
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError("Learner: scheduler_interval must be 'epoch' or 'step'")
         if on_bad_batch not in ("raise", "skip"):
@@ -306,10 +329,11 @@ class Learner:
                     parts = self._place(loader, arrays)
                     outputs, losses = [], []
                     for replica, (inputs, targets) in zip(self.replicas, parts):
-                        out = replica(*inputs)
+                        with self._autocast():
+                            out = replica(*inputs)
+                            loss = call_user(self.loss_fn, out, *targets)
                         outputs.append((out, targets[0]))
-                        losses.append((call_user(self.loss_fn, out, *targets),
-                                       targets[0].shape[0]))
+                        losses.append((loss, targets[0].shape[0]))
                 host = await _read_all([t for pair in outputs for t in pair] +
                                        [loss for loss, _ in losses])
                 self._update(instances, loss_mean, host, outputs, losses)
@@ -338,6 +362,8 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         set_random_state(tuple(state["random"]))
         self.epoch = int(state["epoch"])
         self.step = int(state["step"])
@@ -421,13 +447,19 @@ class Learner:
                     else:
                         record, grads = self._forward_backward(parts, items)
                         pending.append(grads)
-                        if len(pending) == self.accumulation_steps:
+                        if len(pending) == self.accumulation_steps and self.scaler is None:
                             self._apply(pending)
                             pending = []
+                if len(pending) == self.accumulation_steps:  # with a scaler: it reads
+                    await self._apply_scaled(pending)
+                    pending = []
                 await send.send(record)
             if pending:
-                with pinned(self._site):
-                    self._apply(pending)
+                if self.scaler is not None:
+                    await self._apply_scaled(pending)
+                else:
+                    with pinned(self._site):
+                        self._apply(pending)
 
     def _train_step(self, parts: list, items: int) -> _StepRecord:
         """Forward, backward and update of one batch (``_whole_step``'s function)."""
@@ -500,8 +532,11 @@ class Learner:
     def _gradients(self, replica: Module, inputs: tuple, target: tuple,
                    weight: float) -> tuple[Tensor, Tensor, Gradients]:
         """One replica's forward and backward: (output, loss, gradients of loss · weight)."""
-        out = replica(*inputs)
-        loss = call_user(self.loss_fn, out, *target)
+        with self._autocast():
+            out = replica(*inputs)
+            loss = call_user(self.loss_fn, out, *target)
+        if self.scaler is not None:
+            weight *= self.scaler.get_scale()
         grads = (loss * weight).backward()
         return out.detach(), loss.detach(), grads
 
@@ -510,16 +545,35 @@ class Learner:
         self._optimize(pending)
         self._advance(len(pending))
 
-    def _optimize(self, pending: list[list[Gradients]]) -> None:
-        """All-reduce (replicas and accumulated batches), clip, update, sync replicas."""
+    async def _apply_scaled(self, pending: list[list[Gradients]]) -> None:
+        """``_apply`` with the GradScaler: its step awaits whether the gradients overflowed
+        (a skipped step still counts as a step, as torch's scheduler steps count it)."""
+        with pinned(self._site):
+            grads = self._reduced(pending)
+        await self.scaler.step_async(self.optimizer, grads)
+        with pinned(self._site):
+            self.scaler.update()
+            if len(self.replicas) > 1:
+                broadcast(self.model, self.replicas)
+            self._advance(len(pending))
+
+    def _reduced(self, pending: list[list[Gradients]]) -> Gradients:
+        """The step's gradients: all-reduced (replicas and accumulated batches), unscaled
+        (with a GradScaler) and clipped."""
         flat_models = self.replicas * len(pending)
         flat_grads = [g for step in pending for g in step]
         grads = all_reduce(self.model, flat_models, flat_grads)
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer, grads)
         if self.grad_clip is not None:
             from ember.optim import clip_grad_norm
 
             clip_grad_norm(grads, self.grad_clip)
-        self.optimizer.step(grads)
+        return grads
+
+    def _optimize(self, pending: list[list[Gradients]]) -> None:
+        """All-reduce, clip, update, sync replicas."""
+        self.optimizer.step(self._reduced(pending))
         if len(self.replicas) > 1:
             broadcast(self.model, self.replicas)
 
@@ -617,6 +671,7 @@ class Learner:
             "best": self._best,
             "stale_epochs": self._stale_epochs,
             "best_value": self._best_value,
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
         }
 
     def _is_best(self) -> bool:
@@ -737,3 +792,4 @@ async def _read_all(tensors: list[Tensor]) -> list[np.ndarray]:
 
 
 __all__ = ["EarlyStopping", "Learner"]
+

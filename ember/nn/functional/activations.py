@@ -8,6 +8,7 @@ from typing import Any
 from ember.ops.gradient_rules import differentiable
 from ember.ops.recording import no_record, record_composite
 from ember.errors import DTypeError
+from ember.mixed_precision import float32_op
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
 
@@ -44,6 +45,7 @@ def silu(x: Tensor) -> Tensor:
     return x.silu()
 
 
+@float32_op
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``dim``: stable for large inputs.
 
@@ -79,6 +81,7 @@ def _softmax_backward(ctx: Any, grad: Tensor) -> tuple:
     return (weighted - y * weighted.sum(dim=ctx.attrs[0], keepdim=True),)
 
 
+@float32_op
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - logsumexp(x) along ``dim``.
 
@@ -89,6 +92,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return x - x.logsumexp(dim=dim, keepdim=True)
 
 
+@float32_op
 def softmin(x: Tensor, dim: int = -1) -> Tensor:
     """softmax(-x) along ``dim``.
 
@@ -247,6 +251,7 @@ def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
     return where(x <= -3.0, 0.0, where(x >= 3.0, x, x * (x + 3.0) * (1.0 / 6.0)))
 
 
+@float32_op
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta · x)) / beta, and x itself where beta · x > threshold (where the
     two agree to the dtype's precision and exp would overflow).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ember import dtype as _dtype
+from ember import mixed_precision as _mixed
 from ember.errors import DTypeError, ShapeError
 from ember.nn.functional.activations import safe_softmax
 from ember.nn.functional.dropout import dropout
@@ -64,6 +65,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                          f"value {value.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both")
+    if _mixed.entered:
+        query, key, value = _mixed.to_low(query, key, value)
     length, source = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0

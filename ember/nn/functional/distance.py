@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ember.errors import DTypeError
+from ember.mixed_precision import float32_op
 from ember.ops._core import broadcast_shapes
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
@@ -34,6 +35,7 @@ def vector_norm(x: Tensor, p: float, dim: int) -> Tensor:
     return where(nonzero, root, 0.0)
 
 
+@float32_op
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(‖x‖_p, eps) along ``dim``: unit vectors (zero vectors stay zero).
 
@@ -55,6 +57,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     return input / vector_norm(input, p, dim).clamp(min=eps)
 
 
+@float32_op
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """x1 · x2 / (max(‖x1‖, eps) · max(‖x2‖, eps)) along ``dim``.
 

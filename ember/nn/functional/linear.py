@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ember import mixed_precision as _mixed
 from ember.errors import DTypeError, ShapeError
 from ember.ops.linalg import _transposed_product
 from ember.tensor import Tensor
@@ -36,6 +37,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if x.dtype.kind == "b" or weight.dtype.kind == "b":
         raise DTypeError(f"linear: not defined for bool tensors, got {x.dtype.name} and "
                          f"{weight.dtype.name}")
+    if _mixed.entered:
+        x, weight, bias = _mixed.to_low(x, weight, bias)
     if x.ndim == 1:  # a vector: the plain product keeps its rules for 1-D operands
         y = x @ weight.T
     else:

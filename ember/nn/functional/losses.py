@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import DTypeError, ShapeError
+from ember.mixed_precision import float32_op
 from ember.ops.elementwise import where
 from ember.tensor import Tensor
 
@@ -126,6 +127,7 @@ def _check_target_index(op: str, target: Any) -> None:
                          f"{target.dtype.name}")
 
 
+@float32_op
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of class indices: ``-weight[t] * input[t]``.
@@ -152,6 +154,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     return _reduce(loss, reduction)
 
 
+@float32_op
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -257,6 +260,7 @@ def _weighted(op: str, input: Tensor, loss: Tensor, weight: Tensor | None, reduc
     return _reduce(loss, reduction)
 
 
+@float32_op
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
     """Squared error ``(input - target)²``, input and target broadcasting.
@@ -274,6 +278,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean",
     return _weighted("mse_loss", input, diff * diff, weight, reduction, True)
 
 
+@float32_op
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
     """Absolute error ``|input - target|``; ``weight`` as in ``mse_loss``.
@@ -287,6 +292,7 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
     return _weighted("l1_loss", input, (input - target).abs(), weight, reduction, True)
 
 
+@float32_op
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """Huber loss: ``½ d²`` where ``|d| < delta``, else ``delta · (|d| - ½ delta)``.
@@ -315,6 +321,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 _BCE_EPSILON = float(np.float32(1e-12))
 
 
+@float32_op
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          reduction: str = "mean") -> Tensor:
     """``-w · (t · log x + (1 - t) · log(1 - x))`` for probabilities ``x``.
@@ -361,6 +368,7 @@ def _log_sigmoid(x: Tensor) -> Tensor:
     return where(nonnegative, 0.0, x) - where(nonnegative, -x, x).exp().log1p()
 
 
+@float32_op
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
@@ -396,6 +404,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
 # ----- divergences -------------------------------------------------------------------------
 
 
+@float32_op
 def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """Kullback-Leibler divergence, pointwise ``target · (log target - input)``.

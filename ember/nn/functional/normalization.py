@@ -18,6 +18,7 @@ from ember import dtype as _dtype
 from ember.ops.gradient_rules import differentiable
 from ember.ops.recording import no_record, record_composite
 from ember.errors import DTypeError, ShapeError
+from ember.mixed_precision import float32_op
 from ember.nn.param import Param
 from ember.tensor import Tensor
 
@@ -63,6 +64,7 @@ def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
     return y
 
 
+@float32_op
 def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing ``normalized_shape`` dims, then scale and shift.
@@ -146,6 +148,7 @@ def default_rms_eps(dtype: Any) -> float:
     return float(np.finfo(d.np).eps)
 
 
+@float32_op
 def rms_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """Root-mean-square normalization over the trailing ``normalized_shape`` dims.
@@ -179,6 +182,7 @@ def _value(t: Tensor | Param | None) -> Tensor | None:
     return t.value if isinstance(t, Param) else t
 
 
+@float32_op
 def batch_norm(x: Tensor, running_mean: Tensor | Param | None, running_var: Tensor | Param | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float | Tensor = 0.1, eps: float = 1e-5) -> Tensor:
@@ -263,6 +267,7 @@ def _update_running(slot: Tensor | Param | None, batch: Tensor, momentum: float 
     slot.value = old * (1.0 - momentum) + stat * momentum
 
 
+@float32_op
 def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize each group of channels of each sample, then scale and shift per channel.
@@ -307,6 +312,7 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
     return _affine(y, w, b)
 
 
+@float32_op
 def instance_norm(input: Tensor, running_mean: Tensor | Param | None = None,
                   running_var: Tensor | Param | None = None, weight: Tensor | None = None,
                   bias: Tensor | None = None, use_input_stats: bool = True,
