@@ -113,8 +113,10 @@ def test_view_dtype_bitcasts_with_torchs_shape_rules():
     assert not tracked.view(em.int32).is_tracked
 
 
-def test_products_in_rounds_match_multiply_at():
-    # The path a module without multiply.at (CuPy) takes, through a stand-in module.
+@pytest.mark.parametrize("ufunc", ["multiply", "maximum", "minimum"])
+def test_reductions_in_rounds_match_ufunc_at(ufunc):
+    # The path a module without multiply.at (CuPy), or whose maximum.at / minimum.at round
+    # float64, takes, through a stand-in module.
     from ember.kernels.numpy import scatter
 
     mirror = types.SimpleNamespace(**{name: getattr(np, name) for name in (
@@ -126,6 +128,6 @@ def test_products_in_rounds_match_multiply_at():
     part = rng.standard_normal((6, 4))
     key = (index, np.arange(4).reshape(1, 4))
     want = out.copy()
-    np.multiply.at(want, key, part)
-    scatter._multiply_in_rounds(mirror, out, key, part)
-    np.testing.assert_allclose(out, want, rtol=1e-12)
+    getattr(np, ufunc).at(want, key, part)
+    scatter._reduce_in_rounds(mirror, getattr(np, ufunc), out, key, part)
+    np.testing.assert_array_equal(out, want)

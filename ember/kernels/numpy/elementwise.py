@@ -19,6 +19,7 @@ from ember.kernels.numpy import compiled, fast_erf, lazy_scipy
 from ember.kernels.numpy.table import NP, is_array, kernel, namespace
 
 _F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
 
 
 def _cast(x, dtype: np.dtype):
@@ -53,8 +54,16 @@ def _check_int_divisor(divisor, op: str) -> None:
 
 def _int_pow(base, exponent, out: np.ndarray) -> np.ndarray:
     """Integer ``base ** exponent`` with PyTorch's answer for negative exponents:
-    1 for base 1, ±1 for base -1 (by parity), 0 otherwise (NumPy raises instead)."""
+    1 for base 1, ±1 for base -1 (by parity), 0 otherwise (NumPy raises instead).
+
+    Narrow integers compute in int64 and wrap on the way out: the same bits (a power
+    wraps modulo 2^64 and then modulo 2^8 as it would modulo 2^8 alone), and CuPy's own
+    int8 power is wrong."""
     xp = namespace(out)
+    if out.dtype.itemsize < 8:
+        wide = _int_pow(_cast(base, _I64), _cast(exponent, _I64), xp.empty(out.shape, _I64))
+        xp.copyto(out, wide, casting="unsafe")
+        return out
     base = xp.asarray(base)  # a scalar base meets array-only functions below
     negative = exponent < 0 if is_array(exponent) else None
     if negative is None or not negative.any():
@@ -382,6 +391,10 @@ def _where(msg, pool, cond, *tensors):
 @kernel("cast")
 def _cast_kernel(msg, pool, x):
     out = pool.empty(msg.shape, NP[msg.dtype])
+    if x.dtype.kind == "f" and out.dtype.kind in "iu" and out.dtype.itemsize < 8:
+        # Through int64, as PyTorch converts: -3.0 becomes uint8 253 (a GPU's own
+        # conversion saturates to 0).
+        x = x.astype(_I64)
     namespace(out).copyto(out, x, casting="unsafe")
     return out
 

@@ -4,7 +4,8 @@ Both address the output through ``index``'s own grid: ``index`` in dim ``dim`` a
 broadcastable aranges elsewhere (as ``scatter_add``). ``scatter_reduce`` combines with the
 ufunc's unbuffered ``at``, so repeated positions all take part; float16 and bfloat16
 compute in float32 and round once. CuPy has ``at`` for add, maximum and minimum only (and no
-bool): products there run in rounds, each taking one not-yet-used entry per position.
+bool), and its maximum/minimum ``at`` round 8-byte values: products, and those, run there
+in rounds, each taking one not-yet-used entry per position.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from ember.kernels.numpy.table import kernel, namespace
 _F32 = np.dtype(np.float32)
 _UFUNCS = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum",
            "amin": "minimum"}
+# CuPy's maximum.at and minimum.at round 8-byte values (float64 through float32 atomics):
+# those run in rounds too.
+_ROUNDED = ("amax", "amin")
 
 
 def _operands(op: str, pool: Any, x: Any, index: Any, src: Any, dim: int,
@@ -69,8 +73,8 @@ def _scatter_reduce(msg, pool, x, index, src):
     out, key, part = _operands("scatter_reduce", pool, x, index, src, dim, compute)
     if not include_self:
         out[key] = _identity(reduce, compute)
-    if reduce == "prod" and xp is not np:
-        _multiply_in_rounds(xp, out, key, part)
+    if xp is not np and (reduce == "prod" or compute.itemsize == 8 and reduce in _ROUNDED):
+        _reduce_in_rounds(xp, getattr(xp, _UFUNCS[reduce]), out, key, part)
     else:
         getattr(xp, _UFUNCS[reduce]).at(out, key, part)
     if reduce == "mean":
@@ -82,9 +86,9 @@ def _scatter_reduce(msg, pool, x, index, src):
     return out.astype(x.dtype, copy=False).reshape(msg.shape)
 
 
-def _multiply_in_rounds(xp: Any, out: Any, key: tuple, part: Any) -> None:
-    """``multiply.at(out, key, part)`` from plain fancy-index updates: entries sorted by
-    target, round r multiplies in each target's r-th entry (no target twice in a round)."""
+def _reduce_in_rounds(xp: Any, ufunc: Any, out: Any, key: tuple, part: Any) -> None:
+    """``ufunc.at(out, key, part)`` from plain fancy-index updates: entries sorted by
+    target, round r combines each target's r-th entry (no target twice in a round)."""
     targets = xp.ravel_multi_index(xp.broadcast_arrays(*key), out.shape).reshape(-1)
     values = part.reshape(-1)
     if not targets.size:
@@ -97,7 +101,8 @@ def _multiply_in_rounds(xp: Any, out: Any, key: tuple, part: Any) -> None:
     flat = out.reshape(-1)
     for r in range(int(rank.max()) + 1):
         chosen = rank == r
-        flat[targets[chosen]] *= values[chosen]
+        at = targets[chosen]
+        flat[at] = ufunc(flat[at], values[chosen])
 
 
 def _running_max(xp: Any, values: Any) -> Any:
