@@ -177,6 +177,10 @@ class DeviceActor:
         # nothing is queued or running (``_run_at_once``); 0: never.
         self._at_once_bytes = (getattr(backend, "at_once_bytes", 0)
                                if AT_ONCE and self._caller_context is not None else 0)
+        # What those ops run in: one context, entered again and again (a backend with
+        # ``at_once_bytes`` makes its ``caller_context`` reusable); only the turn's holder
+        # enters it.
+        self._at_once_context = self._caller_context() if self._at_once_bytes else None
         self._waiters: dict[int, Waiter] = {}
         # Turns: the worker's batches on a GPU are host work (launches the device runs
         # later) that needs the GIL, which a caller issuing meanwhile holds: CPython hands
@@ -262,26 +266,27 @@ class DeviceActor:
         ops that wait on other threads never run here: the caller may be about to feed
         that wait."""
         kind = type(msg)
+        turn = self._turn
         if (not (kind is Call and msg.op in _JOINABLE or kind is Upload)
-                or self._in_step or not self._turn.acquire(False)):
+                or self._in_step or not turn.acquire(False)):
             return False
         try:
             executor, pending = self.executor, self._pending
-            queued = list(pending)  # one step under the GIL: other threads append meanwhile
-            if (executor.in_step or self._stopping
-                    or not all([type(drop) is Drop for drop in queued])):
+            if executor.in_step or self._stopping:
                 return False
-            context = self._context_here()
-            if context is None:
-                return False
+            if pending:  # the drops of handles that died since the last op run first
+                queued = list(pending)  # one step under the GIL: others append meanwhile
+                for drop in queued:
+                    if type(drop) is not Drop:
+                        return False
+                for _ in queued:
+                    executor.drop_now(pending.popleft().id)
             self._submitted = self._submit_count()
-            for _ in queued:  # the drops of handles that died since the last op
-                executor.drop_now(pending.popleft().id)
-            with context:
+            with self._at_once_context:
                 executor.run_one(msg)
             return True
         finally:
-            self._turn.release()
+            turn.release()
 
     def open_lane(self, outs: tuple[int, ...], first_id: int,
                   reads: tuple[int, ...] = ()) -> _lanes.Lane:
