@@ -34,7 +34,7 @@ def count() -> int:
     return os.cpu_count() or 1
 
 
-class _Device:
+class _DeviceWork:
     __slots__ = ("running", "ended")
 
     def __init__(self) -> None:
@@ -59,8 +59,8 @@ class CoreBudget:
     def __init__(self, cores: int | None = None, window_s: float = WINDOW_S) -> None:
         self.cores = max(1, cores if cores is not None else count())
         self.window_s = window_s
-        self._devices: dict[Hashable, _Device] = {}
-        self._all: tuple[_Device, ...] = ()  # a snapshot that readers iterate without a lock
+        self._devices: dict[Hashable, _DeviceWork] = {}
+        self._all: tuple[_DeviceWork, ...] = ()  # a snapshot that readers iterate without a lock
         self._lock = threading.Lock()
 
     def working(self, device: Hashable, running: bool) -> None:
@@ -68,7 +68,7 @@ class CoreBudget:
         state = self._devices.get(device)
         if state is None:
             with self._lock:
-                state = self._devices.setdefault(device, _Device())
+                state = self._devices.setdefault(device, _DeviceWork())
                 self._all = tuple(self._devices.values())
         if running:
             state.running += 1
@@ -86,6 +86,11 @@ class CoreBudget:
         (at least one; all of them for a device alone)."""
         return max(1, self.cores // max(1, self.at_work()))
 
+    def forget_running(self) -> None:
+        """A forked child runs none of its parent's batches."""
+        for device in self._all:
+            device.running = 0
+
     def statistics(self) -> BudgetStatistics:
         at_work = self.at_work()
         return BudgetStatistics(self.cores, len(self._all), at_work,
@@ -95,14 +100,7 @@ class CoreBudget:
 # The process's budget, which every CPU device draws from.
 budget = CoreBudget()
 
-
-def _forget_running() -> None:
-    """A forked child runs none of its parent's batches."""
-    for device in budget._all:
-        device.running = 0
-
-
-os.register_at_fork(after_in_child=_forget_running)
+os.register_at_fork(after_in_child=lambda: budget.forget_running())
 
 
 def share() -> int:
