@@ -112,8 +112,7 @@ class BufferPool:
             key = next(iter(free))  # the shape released longest ago
             stack = free[key]
             if stack:
-                array = stack.pop()
-                self._bytes -= array.nbytes
+                self._bytes -= stack.pop().nbytes
                 self._count -= 1
             if not stack:
                 del free[key]
