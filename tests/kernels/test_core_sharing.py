@@ -128,25 +128,15 @@ def _seen(blas: _FakeBlas):
     return product, seen
 
 
-def test_a_small_product_runs_on_one_blas_thread_and_the_count_comes_back(fake_blas,
-                                                                         monkeypatch):
+def test_a_device_alone_keeps_the_programs_blas_count(fake_blas, monkeypatch):
     product, seen = _seen(fake_blas)
     monkeypatch.setattr(blas_threads.np, "matmul", product)
-    a = np.ones((128, 128), np.float32)
-    out = blas_threads.matmul(np, a, a)  # 2M multiply-adds
-    np.testing.assert_array_equal(out, np.full((128, 128), 128, np.float32))
-    assert seen == [1] and fake_blas.calls == [1, 4] and fake_blas.count == 4
-
-
-def test_a_large_product_alone_keeps_the_programs_count(fake_blas, monkeypatch):
-    product, seen = _seen(fake_blas)
-    monkeypatch.setattr(blas_threads.np, "matmul", product)
-    a = np.ones((512, 512), np.float32)  # 128M multiply-adds: 16 threads' worth
-    blas_threads.matmul(np, a, a)
-    assert seen == [4] and fake_blas.calls == []
-    tiny = np.ones((8, 8), np.float32)
-    blas_threads.matmul(np, tiny, tiny)  # OpenBLAS's own single-thread range: untouched
-    assert fake_blas.calls == []
+    cores.budget.working(0, True)
+    for n in (128, 512):
+        a = np.ones((n, n), np.float32)
+        out = blas_threads.matmul(np, a, a)
+        np.testing.assert_array_equal(out, np.full((n, n), n, np.float32))
+    assert seen == [4, 4] and fake_blas.calls == []
 
 
 def test_two_devices_at_work_halve_blas_and_never_raise_the_programs_count(fake_blas,
@@ -157,7 +147,10 @@ def test_two_devices_at_work_halve_blas_and_never_raise_the_programs_count(fake_
     cores.budget.working(1, True)
     a = np.ones((512, 512), np.float32)
     blas_threads.matmul(np, a, a)
-    assert seen == [2] and fake_blas.count == 4
+    assert seen == [2] and fake_blas.calls == [2, 4] and fake_blas.count == 4
+    tiny = np.ones((8, 8), np.float32)
+    blas_threads.matmul(np, tiny, tiny)  # OpenBLAS's own single-thread range: untouched
+    assert fake_blas.calls == [2, 4]
     fake_blas.count = 1  # the program asked for one thread: ember never asks for more
     fake_blas.calls.clear()
     blas_threads.matmul(np, a, a)
@@ -174,6 +167,8 @@ def test_overlapping_products_restore_the_count_once_the_last_ends(fake_blas):
 
 
 def test_a_failing_product_still_restores_the_count(fake_blas):
+    cores.budget.working(0, True)
+    cores.budget.working(1, True)
     a = np.ones((128, 128), np.float32)
     with pytest.raises(ValueError):
         blas_threads.matmul(np, a, np.ones((64, 128), np.float32))
@@ -186,7 +181,12 @@ def test_numpys_openblas_is_found_and_left_as_it_was():
         pytest.skip(f"no OpenBLAS to set: {blas_threads.status()}")
     before = blas.get()
     a = np.ones((128, 128), np.float32)
-    blas_threads.matmul(np, a, a)
+    old = cores.budget
+    cores.budget = cores.CoreBudget(cores=1)
+    try:
+        blas_threads.matmul(np, a, a)
+    finally:
+        cores.budget = old
     assert blas.get() == before
     assert "OpenBLAS" in blas_threads.status()
 

@@ -2,13 +2,14 @@
 
 OpenBLAS (NumPy's wheels ship it) splits a product between as many threads as the
 machine has cores, and after each split its threads spin for a while before they
-sleep. Two CPU devices multiplying at once would each split over every core; a
-product of a few million multiply-adds gains nothing from a second thread and keeps
-it spinning. ``matmul`` lowers OpenBLAS's thread count around one
-call through its own setter and puts the program's count back when the last such call
-ends, so NumPy code outside ember keeps the count its program chose. The count is
-``cores.share()`` (the cores divided between the CPU devices at work), and one thread
-for a product too small to gain from more.
+sleep. Two CPU devices multiplying at once would each split over every core. ``matmul``
+lowers OpenBLAS's thread count to the device's ``cores.share()`` (the cores divided
+between the CPU devices at work) around one call, through OpenBLAS's own setter, and
+puts the program's count back when the last such call ends, so NumPy code outside
+ember keeps the count its program chose. A device alone keeps the program's count:
+lowering it for small products too would save OpenBLAS's spinning, but a split product
+after a lowered one waits for OpenBLAS to wake its threads again, which cost a small
+CNN's training step more than the split saved (bench_concurrency, BENCHMARKS.md).
 
 OpenBLAS's count is one number for the process (its ``_local`` setter is no more local
 in pthreads builds), so concurrent calls share it: each sets what it needs as it
@@ -28,10 +29,6 @@ import numpy as np
 
 from ember.kernels.numpy import cores
 
-# Multiply-adds per BLAS thread at least: a product smaller than this runs on one.
-# A guess from sgemm on a 2-core x86 machine (a product of 2M multiply-adds ran no
-# faster on two threads, and took three times the CPU; one of 16M ran 1.5x faster).
-PER_THREAD = 1 << 23
 # OpenBLAS splits nothing at or below this many multiply-adds (its SMP threshold,
 # 65536 x GEMM_MULTITHREAD_THRESHOLD 4): no count to set for those.
 _SINGLE_BELOW = 1 << 18
@@ -107,20 +104,14 @@ def status() -> str:
     return f"OpenBLAS at {blas.path}" if blas is not None else "none found (counts left as they are)"
 
 
-def threads_for(multiply_adds: int, share: int) -> int:
-    """The threads a product of ``multiply_adds`` should use, out of ``share``."""
-    return max(1, min(share, multiply_adds // PER_THREAD))
-
-
 def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
-    """``xp.matmul(a, b, out=out)``; for NumPy, with BLAS on the threads this product
-    should use now (``threads_for`` the size of one of its 2-D products, out of the
-    device's ``cores.share()``)."""
+    """``xp.matmul(a, b, out=out)``; for NumPy, with BLAS on at most the device's
+    ``cores.share()`` threads."""
     if xp is not np:
         return xp.matmul(a, b, out=out)
     size = product_size(a.shape, b.shape)
     blas = _library() if size > _SINGLE_BELOW else None
-    if blas is None or not _lower(blas, threads_for(size, cores.share())):
+    if blas is None or not _lower(blas, cores.share()):
         return np.matmul(a, b, out=out)
     try:
         return np.matmul(a, b, out=out)
