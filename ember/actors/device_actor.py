@@ -159,6 +159,9 @@ class DeviceActor:
         # Makes what a thread other than the worker enters to run batches, or None while
         # it may not (None: only the worker may run them).
         self._caller_context: Any = getattr(backend, "caller_context", None) if CALLER_RUNS else None
+        # Told as each batch starts (True) and ends (False): a CPU backend shares the
+        # cores between the devices at work.
+        self._working: Any = getattr(backend, "working", None)
         self.max_ops = max_ops
         if max_bytes is None:
             max_bytes = (int(_MAX_BYTES_SETTING) if _MAX_BYTES_SETTING
@@ -652,12 +655,17 @@ class DeviceActor:
         self._batches += 1
         self._runner = threading.get_ident()
         outer, _running_on_thread.actor = getattr(_running_on_thread, "actor", None), self
+        working = self._working
+        if working is not None:
+            working(True)
         try:
             self.executor.run_batch(batch)
         except BaseException as exc:
             self.executor.abandon(batch, exc)
             raise
         finally:
+            if working is not None:
+                working(False)
             _running_on_thread.actor = outer
             with self._lock:
                 # Messages are released every _PROGRESS_EVERY, bytes once per batch.

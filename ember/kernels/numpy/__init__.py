@@ -21,7 +21,7 @@ import ember.kernels.numpy.scatter  # noqa: F401
 import ember.kernels.numpy.shape  # noqa: F401
 import ember.kernels.numpy.sorting  # noqa: F401
 from ember.kernels.fusion.planner import FusionPlanner
-from ember.kernels.numpy import fused
+from ember.kernels.numpy import cores, fused
 from ember.kernels.numpy.pool import BufferPool
 from ember.kernels.numpy.quiet import quiet
 from ember.kernels.numpy.table import KERNELS, NP, to_numpy
@@ -94,6 +94,11 @@ class NumpyBackend:
     @staticmethod
     def owned_nbytes(value: np.ndarray) -> int:
         return value.nbytes if value.base is None else 0
+
+    def working(self, running: bool) -> None:
+        """Called as a batch starts (``running``) and ends on this device: the CPU devices
+        at work share the cores (``cores.budget``)."""
+        cores.budget.working(self.index, running)
 
     def statistics(self) -> dict[str, int]:
         return self.pool.statistics()

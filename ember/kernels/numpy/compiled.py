@@ -37,7 +37,7 @@ import numpy as np
 from ember._version import __version__
 from ember.kernels.cache import cache_dir
 from ember.kernels.fusion import cexpr
-from ember.kernels.numpy import crows, csource, float32_math
+from ember.kernels.numpy import cores, crows, csource, float32_math
 
 # A group of fewer elements keeps the NumPy executor: a first run pays a compile
 # (~0.1-0.3 s), worth it for the large tensors a training loop repeats.
@@ -214,7 +214,7 @@ def apply_math(op: str, x: np.ndarray, out: np.ndarray) -> bool:
     x = np.ascontiguousarray(x)
     dest = out if out.flags.c_contiguous else np.empty(out.shape, np.float32)
     total = x.size
-    parts = min(cores(), max(1, total // _PER_THREAD))
+    parts = min(cores.share(), max(1, total // _PER_THREAD))
     bounds = _bounds(total, parts)
     source, target = x.ctypes.data, dest.ctypes.data
     in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], source, target)
@@ -272,7 +272,7 @@ class Piece:
         if function is None:
             return False
         total = math.prod(shape)
-        parts = min(cores(), max(1, total // _PER_THREAD)) if split else 1
+        parts = min(cores.share(), max(1, total // _PER_THREAD)) if split else 1
         _call(function, total, parts, sizes, strides, _pointers([*reads, *stores]),
               _scalar_values(members, self._steps))
         return True
@@ -389,7 +389,7 @@ def run_rows(group: Any, program: Any, inputs: list, full: list) -> bool:
     data = _pointers([*[inputs[k] for k in read], *[full[j] for j in stores]])
     values = _scalar_values(group.members, steps)
     rows, count = math.prod(group.shape[:group.rows]), math.prod(group.shape[group.rows:])
-    parts = min(cores(), max(1, rows * count // _PER_THREAD), rows)
+    parts = min(cores.share(), max(1, rows * count // _PER_THREAD), rows)
     scratch = np.empty((parts, max(buffers, 1) * count), np.float32)
     bounds = _bounds(rows, parts)
     in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], size, stride, data, values,
@@ -474,14 +474,6 @@ def _pointers(arrays: list[np.ndarray]) -> Any:
     return (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
 
 
-def cores() -> int:
-    """How many threads ``in_parallel`` spreads work over: one per core this process may
-    run on (a container's CPU set, not the host's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def in_parallel(tasks: list) -> None:
     """Run ``tasks`` (callables that let go of the GIL for most of their time: compiled
     code, large NumPy calls), the first on this thread, the rest on a shared pool."""
@@ -490,7 +482,7 @@ def in_parallel(tasks: list) -> None:
         return
     global _threads
     if _threads is None:
-        _threads = ThreadPoolExecutor(max_workers=max(cores() - 1, 1),
+        _threads = ThreadPoolExecutor(max_workers=max(cores.count() - 1, 1),
                                       thread_name_prefix="ember-cpu-kernel")
     others = [_threads.submit(task) for task in tasks[1:]]
     tasks[0]()

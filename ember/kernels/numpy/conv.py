@@ -35,7 +35,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ember.dtype import LOW_PRECISION as _LOW_PRECISION
-from ember.kernels.numpy import windows
+from ember.kernels.numpy import blas_threads, windows
 from ember.kernels.numpy.table import NP, kernel, namespace
 
 _F32 = np.dtype(np.float32)
@@ -194,8 +194,9 @@ def _conv(msg, pool, x, w, b=None):
                        batch_major=True)
         weight = _as(w, compute).reshape(groups, w.shape[0] // groups, math.prod(w.shape[1:]))
         # One matmul per sample and group, written straight into the NCHW result.
-        module.matmul(weight, cols, out=result.reshape(n, groups, w.shape[0] // groups,
-                                                       math.prod(out_spatial)))
+        blas_threads.matmul(module, weight, cols,
+                            out=result.reshape(n, groups, w.shape[0] // groups,
+                                               math.prod(out_spatial)))
         if type(cols) is np.ndarray:  # scratch: the pool takes it back if nothing holds it
             pool.release(cols)
     _add_bias(result, b)
@@ -221,8 +222,8 @@ def _conv_weight_grad(msg, pool, x, grad):
     positions = math.prod(grad.shape[2:])
     module = namespace(x)
     g = module.ascontiguousarray(module.swapaxes(grad.reshape(n, o, positions), 0, 1))
-    result = module.swapaxes(module.matmul(
-        cols, module.swapaxes(g.reshape(groups, o // groups, n * positions), 1, 2)), 1, 2)
+    result = module.swapaxes(blas_threads.matmul(
+        module, cols, module.swapaxes(g.reshape(groups, o // groups, n * positions), 1, 2)), 1, 2)
     if type(cols) is np.ndarray:  # scratch: the pool takes it back if nothing holds it
         pool.release(cols)
     out = pool.empty(msg.shape, NP[msg.dtype])
@@ -301,7 +302,7 @@ def _conv_transpose(msg, pool, x, w, b=None):
         if type(x) is np.ndarray:
             cols = pool.empty((n, groups, math.prod(w.shape[1:]), math.prod(in_spatial)),
                               compute)
-            module.matmul(*product, out=cols)
+            blas_threads.matmul(module, *product, out=cols)
             result = out_b if compute == out.dtype else np.empty(out_b.shape, compute)
             if windows.run_col2im(cols, result, in_spatial, kernel_size, stride,
                                   [lo for lo, _ in padding], dilation, batch_major=True):
@@ -311,7 +312,7 @@ def _conv_transpose(msg, pool, x, w, b=None):
                     out_b[...] = result
                 return out
         else:
-            cols = module.matmul(*product)
+            cols = blas_threads.matmul(module, *product)
         cols = cols.reshape((n, c_out) + tuple(kernel_size) + tuple(in_spatial))
 
         def pieces(offset):

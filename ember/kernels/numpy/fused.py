@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from ember.kernels.fusion.planner import REDUCTIONS, VIEWS
-from ember.kernels.numpy import compiled
+from ember.kernels.numpy import compiled, cores
 from ember.kernels.numpy.compiled import Piece
 from ember.kernels.numpy.table import KERNELS, NP
 
@@ -227,7 +227,7 @@ def _in_blocks(group: Any, program: Any, messages: list, inputs: list, full: lis
     them, where they differ. With compiled pieces, which let go of the GIL, the blocks
     are shared between the cores (NumPy kernels alone hold it too often to gain)."""
     starts = range(0, rows, block)
-    parts = compiled.cores() if items is not None else 1
+    parts = cores.share() if items is not None else 1
     if len(starts) < 2 * parts:
         parts = 1
 

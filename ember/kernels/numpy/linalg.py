@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.dtype import LOW_PRECISION as _LOW_PRECISION
+from ember.kernels.numpy import blas_threads
 from ember.kernels.numpy.table import NP, kernel, namespace
 from ember.precision import read_matmul_attrs
 
@@ -22,9 +23,9 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         # (..., m, k) @ (k, n) as one (M, k) @ (k, n) GEMM: NumPy's stacked loop runs a
         # small GEMM per leading index, up to ~40x slower with a transposed rhs.
         flat = a.reshape(-1, a.shape[-1])
-        xp.matmul(flat, b, out=out.reshape(-1, out.shape[-1]))
+        blas_threads.matmul(xp, flat, b, out=out.reshape(-1, out.shape[-1]))
         return out
-    return xp.matmul(a, b, out=out)
+    return blas_threads.matmul(xp, a, b, out=out)
 
 
 def read_operands(msg, a, b) -> tuple:

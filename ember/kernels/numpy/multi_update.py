@@ -19,7 +19,7 @@ import numpy as np
 
 from ember.kernels import multi_update
 from ember.kernels.multi_update import Program
-from ember.kernels.numpy import compiled
+from ember.kernels.numpy import compiled, cores
 from ember.kernels.numpy.table import NP, kernel
 
 # Elements per thread at least: below this a thread's hand-over costs more than it saves
@@ -151,7 +151,7 @@ def _run_compiled(function: Any, program: Program, host: tuple, dtype: str,
     values = np.array(host, dtype=NP[dtype]).reshape(n, -1) if program.host else \
         np.zeros(n, NP[dtype])
     total = sizes[-1]
-    parts = min(compiled.cores(), max(1, total // _PER_THREAD))
+    parts = min(cores.share(), max(1, total // _PER_THREAD))
     bounds = [total * p // parts for p in range(parts + 1)]
     compiled.in_parallel([
         lambda p=p: function(bounds[p], bounds[p + 1], n, offsets, data,

@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from ember.kernels.numpy import compiled
+from ember.kernels.numpy import compiled, cores
 
 _TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
           np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t"}
@@ -334,7 +334,7 @@ def _geometry(channels: int, image, positions, kernel, stride, padding, dilation
 
 def _split(function, planes: int, per_plane: int, geometry, *pointers) -> None:
     """``function`` over planes [0, planes), split between the cores."""
-    parts = max(1, min(compiled.cores(), planes, planes * per_plane // _PER_THREAD))
+    parts = max(1, min(cores.share(), planes, planes * per_plane // _PER_THREAD))
     bounds = [planes * p // parts for p in range(parts + 1)]
     compiled.in_parallel([lambda p=p: function(bounds[p], bounds[p + 1], geometry, *pointers)
                           for p in range(parts)])
