@@ -177,13 +177,13 @@ class DeviceActor:
         # Submitting wakes the worker at the first message only where nobody else may run.
         self._wake_at_once = self._caller_context is None
         # Ops whose outputs are at most this many bytes run on the submitting thread when
-        # nothing is queued or running (``_run_at_once``); 0: never.
-        self._at_once_bytes = (getattr(backend, "at_once_bytes", 0)
-                               if AT_ONCE and self._caller_context is not None else 0)
+        # nothing is queued or running (``_run_at_once``); -1: never (not even empty ones).
+        self._at_once_bytes = (getattr(backend, "at_once_bytes", -1)
+                               if AT_ONCE and self._caller_context is not None else -1)
         # What those ops run in: one context, entered again and again (a backend with
         # ``at_once_bytes`` makes its ``caller_context`` reusable); only the turn's holder
         # enters it.
-        self._at_once_context = self._caller_context() if self._at_once_bytes else None
+        self._at_once_context = self._caller_context() if self._at_once_bytes >= 0 else None
         self._waiters: dict[int, Waiter] = {}
         # Turns: the worker's batches on a GPU are host work (launches the device runs
         # later) that needs the GIL, which a caller issuing meanwhile holds: CPython hands

@@ -83,7 +83,7 @@ def test_at_once_can_be_switched_off(monkeypatch):
     monkeypatch.setattr(device_actor, "AT_ONCE", False)
     actor = device_actor.DeviceActor("cpu:97", em.cpu(11).actor.backend.__class__(97))
     try:
-        assert actor._at_once_bytes == 0
+        assert actor._at_once_bytes == -1
     finally:
         actor.stop()
 
