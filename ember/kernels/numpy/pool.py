@@ -7,8 +7,7 @@ The pool never holds more idle bytes than the device's recent peak of live bytes
 (the values its kernels made and the device still holds), nor more than
 ``EMBER_POOL_BYTES`` where that is set: buffers a loop never asks for again
 (most NumPy kernels allocate their own outputs) cannot pile up past what the
-device needed at once. A released buffer of a shape the pool holds none of makes
-room, where it does not fit, by giving back the shapes released longest ago.
+device needed at once.
 """
 
 from __future__ import annotations
@@ -65,7 +64,8 @@ class BufferPool:
     def give_back(self, array: np.ndarray) -> None:
         """Take back a lent scratch buffer if no one else holds it."""
         self._live = max(self._live - array.nbytes, 0)
-        if sys.getrefcount(array) <= _REFS_WHEN_UNSHARED and self._make_room(array):
+        if (sys.getrefcount(array) <= _REFS_WHEN_UNSHARED
+                and self._bytes + array.nbytes <= self.limit()):
             self._keep(array)
 
     def made(self, value: np.ndarray) -> None:
@@ -91,41 +91,13 @@ class BufferPool:
         if self._releases >= WINDOW_RELEASES:
             self._next_window()
         if (nbytes >= _MIN_POOLED_BYTES and sys.getrefcount(array) <= _REFS_WHEN_UNSHARED
-                and array.flags.c_contiguous and array.flags.writeable
-                and self._make_room(array)):
+                and self._bytes + nbytes <= self.limit() and array.flags.c_contiguous
+                and array.flags.writeable):
             self._keep(array)
         return nbytes
 
-    def _make_room(self, array: np.ndarray) -> bool:
-        """Whether ``array`` fits under the limit. Where it does not and no idle buffer
-        of its shape is pooled, the idle buffers of the shapes released longest ago are
-        given back to make room: a loop that moves on to new shapes (a large softmax
-        after training steps) would otherwise find the pool full of the old ones, and
-        fault in fresh pages at every call."""
-        nbytes, limit = array.nbytes, self.limit()
-        if self._bytes + nbytes <= limit:
-            return True
-        free = self._free
-        if nbytes > limit or free.get((array.shape, array.dtype)):
-            return False
-        while self._bytes + nbytes > limit:
-            key = next(iter(free))  # the shape released longest ago
-            stack = free[key]
-            if stack:
-                self._bytes -= stack.pop().nbytes
-                self._count -= 1
-            if not stack:
-                del free[key]
-        return True
-
     def _keep(self, array: np.ndarray) -> None:
-        key = (array.shape, array.dtype)
-        # Newest shapes last: _make_room gives back from the front.
-        stack = self._free.pop(key, None)
-        if stack is None:
-            stack = []
-        stack.append(array)
-        self._free[key] = stack
+        self._free.setdefault((array.shape, array.dtype), []).append(array)
         self._bytes += array.nbytes
         self._count += 1
 
