@@ -42,7 +42,7 @@ from ember.train import metrics as _metrics
 from ember.train.dataloader import DataLoader
 from ember.train.failures import caller_site, unwrapped
 from ember.train.history import History
-from ember.train.learner import Learner
+from ember.train.learner import _PRECISIONS, Learner
 from ember.train.nccl_reduce import (NcclCommunicator, all_reduce_gradients, plan_buckets,
                                      unique_id)
 from ember.train.progress import Progress
@@ -106,6 +106,9 @@ class ClusterLearner(Learner):
         self._best_value: float | None = None
         self.on_bad_batch = "raise"
         self.bad_batches = 0
+        self.precision = "fp32"  # precision= is refused above (a worker's forward is plain)
+        self._autocast = _PRECISIONS["fp32"]
+        self.scaler = None
         self._site: tuple[str, int] = ("<ember>", 0)
         self._batch = 0
         self._random_at_update = random_state()
