@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,7 +33,6 @@ import numpy as np
 import trio
 
 from ember.autodiff.engine import Gradients
-from ember.device import Device
 from ember.ops._core import resolve_device
 from ember.ops.creation import random_state, set_random_state, tensor as make_tensor
 from ember.tensor import Tensor

@@ -22,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np

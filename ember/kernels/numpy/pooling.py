@@ -18,7 +18,7 @@ import numpy as np
 from ember.kernels.numpy import windows
 from ember.kernels.numpy.conv import (_F32, _LOW_PRECISION, _as, _batched, _col2im,
                                       _compute_dtype, _cover, _output, _phases, _windows)
-from ember.kernels.numpy.table import NP, kernel, namespace
+from ember.kernels.numpy.table import kernel, namespace
 
 def _fill_lowest(dtype: np.dtype) -> float | int:
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
