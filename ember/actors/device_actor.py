@@ -63,7 +63,7 @@ _BATCH_OPS = 1024
 _WAKE_BYTES = 1 << 18
 # EMBER_AT_ONCE=0: tiny ops always queue (for comparison).
 AT_ONCE = os.environ.get("EMBER_AT_ONCE", "1") not in ("", "0")
-# Tiny ops run at once when nothing but this many drops is queued (``_run_at_once``).
+# Tiny ops run at once when nothing but this many drops is queued (``run_at_once``).
 _AT_ONCE_DROPS = 4
 # A reader runs what is queued itself only while its outputs come to at most this many
 # bytes: small work, where a thread wake would cost more than the work. Larger work goes
@@ -177,13 +177,13 @@ class DeviceActor:
         # Submitting wakes the worker at the first message only where nobody else may run.
         self._wake_at_once = self._caller_context is None
         # Ops whose outputs are at most this many bytes run on the submitting thread when
-        # nothing is queued or running (``_run_at_once``); -1: never (not even empty ones).
-        self._at_once_bytes = (getattr(backend, "at_once_bytes", -1)
+        # nothing is queued or running (``run_at_once``); -1: never (not even empty ones).
+        self.at_once_bytes = (getattr(backend, "at_once_bytes", -1)
                                if AT_ONCE and self._caller_context is not None else -1)
         # What those ops run in: one context, entered again and again (a backend with
         # ``at_once_bytes`` makes its ``caller_context`` reusable); only the turn's holder
         # enters it.
-        self._at_once_context = self._caller_context() if self._at_once_bytes >= 0 else None
+        self._at_once_context = self._caller_context() if self.at_once_bytes >= 0 else None
         self._waiters: dict[int, Waiter] = {}
         # Turns: the worker's batches on a GPU are host work (launches the device runs
         # later) that needs the GIL, which a caller issuing meanwhile holds: CPython hands
@@ -243,7 +243,7 @@ class DeviceActor:
         if self._open_lanes:
             self._note_reads(msg.inputs if type(msg) is Call or type(msg) is MultiCall else ())
         pending = self._pending
-        if nbytes <= self._at_once_bytes and len(pending) <= _AT_ONCE_DROPS and self._run_at_once(msg):
+        if nbytes <= self.at_once_bytes and type(msg) is Upload and self.run_at_once(msg):
             return
         pending.append(msg)
         self._submitted = self._submit_count()
@@ -261,9 +261,9 @@ class DeviceActor:
                 or self._queued_bytes + self._claimed_bytes > self.max_bytes):
             self._throttle()
 
-    def _run_at_once(self, msg: Any) -> bool:
+    def run_at_once(self, msg: Any) -> bool:
         """Run a tiny op or upload on this thread now, if nothing but a few drops is queued
-        and nothing runs; returns whether it ran. Its kernel costs less than queuing it would, and the
+        and nothing runs; returns whether it ran (if not, the caller submits it). Its kernel costs less than queuing it would, and the
         planner would not fuse it (the backend's ``at_once_bytes`` is below its fusion
         threshold), so the read that follows finds it computed. Collectives and other
         ops that wait on other threads never run here: the caller may be about to feed
@@ -271,7 +271,8 @@ class DeviceActor:
         kind = type(msg)
         turn = self._turn
         if (not (kind is Call and msg.op in _JOINABLE or kind is Upload)
-                or self._in_step or not turn.acquire(False)):
+                or len(self._pending) > _AT_ONCE_DROPS or self._in_step or self._open_lanes
+                or _lanes.filling or not turn.acquire(False)):
             return False
         try:
             executor, pending = self.executor, self._pending

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from ember import tracing as _trace
 from ember.actors import lanes as _lanes
 from ember.actors.deferred import Taints
@@ -28,6 +30,7 @@ from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, Receiv
                       ReplayStep, Send, StepBegin, StepEnd, Upload)
 from ember.kernels import multi_update
 from ember.kernels.fusion.planner import FusedGroup
+from ember.sites import user_site
 
 # The executor reports progress (and so wakes blocked submitters) every so many ops.
 _PROGRESS_EVERY = 256
@@ -185,8 +188,10 @@ class Executor:
             raise
 
     def run_one(self, msg: Any) -> None:
-        """Run one op or upload submitted while nothing was queued (``_run_at_once``)."""
+        """Run one op or upload submitted while nothing was queued (``run_at_once``)."""
         if _trace.active():
+            if msg.site is None:
+                msg = msgspec.structs.replace(msg, site=user_site())
             self.run_messages([msg])
         elif type(msg) is Call:
             self._on_call(msg)
@@ -194,7 +199,7 @@ class Executor:
             self._on_upload(msg)
 
     def drop_now(self, tensor_id: int) -> None:
-        """Free a value whose handle died (its drop taken off the queue by ``_run_at_once``)."""
+        """Free a value whose handle died (its drop taken off the queue by ``run_at_once``)."""
         if self._taints is not None:
             self._taints.of.pop(tensor_id, None)
         value = self._env.pop(tensor_id, None)
@@ -375,7 +380,8 @@ class Executor:
         try:
             value = self.backend.run(msg, [env[i] for i in msg.inputs])
         except Exception as exc:
-            self._failed[msg.out] = kernel_error(msg.op, msg.site, exc)
+            # No site: an op run at once, whose caller's stack is still below this frame.
+            self._failed[msg.out] = kernel_error(msg.op, msg.site or user_site(), exc)
             self._taint((), (), msg.op, msg.site)  # checks it made before it failed
             return
         self.kernels += 1

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
-import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from ember import dtype as _dtype
@@ -18,62 +14,12 @@ from ember.dtype import DType
 from ember.errors import DeviceError, DimError, ShapeError
 from ember.ir import Call, MultiCall
 from ember.ops.memory import CHECKED_FROM, check_fits
+from ember.sites import is_ember_code, pinned_site, pinned_site_state, user_site  # noqa: F401
 
 _ids = itertools.count(1)
 next_id = _ids.__next__
 
 EAGER = os.environ.get("EMBER_EAGER", "0") not in ("", "0")
-
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-class _PinnedSite(threading.local):
-    site: tuple[str, int] | None = None  # per thread; None: walk the stack
-
-
-_pinned = _PinnedSite()
-
-
-def user_site() -> tuple[str, int]:
-    """The (file, line) of the first caller outside the ember package."""
-    site = _pinned.site
-    if site is not None:
-        return site
-    frame = sys._getframe(2)
-    # The file name's prefix, frame by frame: no cache keyed by code objects, whose hash
-    # walks their bytecode every time (a walk up through trio's run loop took ~10 µs on
-    # the H200 host's Python 3.12, half the host time of a Learner step there).
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_EMBER_DIR):
-            return (filename, frame.f_lineno)
-        frame = frame.f_back
-    return ("<ember>", 0)
-
-
-def pinned_site_state() -> _PinnedSite:
-    """This thread's pinned site (``.site``: None where ops walk the stack), for callers
-    that pin and restore it themselves (``Module.__call__``)."""
-    return _pinned
-
-
-def is_ember_code(fn: Any) -> bool:
-    """Whether ``fn`` is a Python function defined inside the ember package."""
-    code = getattr(fn, "__code__", None)
-    return code is not None and code.co_filename.startswith(_EMBER_DIR)
-
-
-@contextlib.contextmanager
-def pinned_site(site: tuple[str, int]) -> Iterator[None]:
-    """``user_site()`` is ``site`` on this thread while the block runs: for ember code that
-    calls no user code (a backward pass), whose ops' stack walks would all end there."""
-    before = _pinned.site
-    _pinned.site = site
-    try:
-        yield
-    finally:
-        _pinned.site = before
-
 
 def make(out: int, shape: tuple[int, ...], dtype: DType, device: Device) -> Any:
     return _new_tensor(out, shape, dtype, device)
@@ -108,7 +54,11 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= CHECKED_FROM:
         check_fits(op, shape, dtype, device)
-    actor.submit(Call(op, out, ids, attrs, shape, dtype.name, user_site()), nbytes)
+    # A tiny op that runs at once finds its user's line only if it fails (the stack is
+    # still there then): the walk up the stack is a sixth of such an op's cost.
+    if not (nbytes <= actor.at_once_bytes
+            and actor.run_at_once(Call(op, out, ids, attrs, shape, dtype.name, None))):
+        actor.submit(Call(op, out, ids, attrs, shape, dtype.name, user_site()), nbytes)
     tensor = _new_tensor(out, shape, dtype, device)
     if device.is_autodiff:
         record(op, inputs, attrs, (tensor,))

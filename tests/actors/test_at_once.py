@@ -1,4 +1,4 @@
-"""Tiny ops on an idle CPU device run on the caller's thread at once (``_run_at_once``):
+"""Tiny ops on an idle CPU device run on the caller's thread at once (``run_at_once``):
 the value is computed when the op returns, order and failures are as when queued."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_at_once_can_be_switched_off(monkeypatch):
     monkeypatch.setattr(device_actor, "AT_ONCE", False)
     actor = device_actor.DeviceActor("cpu:97", em.cpu(11).actor.backend.__class__(97))
     try:
-        assert actor._at_once_bytes == -1
+        assert actor.at_once_bytes == -1
     finally:
         actor.stop()
 
