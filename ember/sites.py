@@ -26,13 +26,18 @@ def user_site() -> tuple[str, int]:
     site = _pinned.site
     if site is not None:
         return site
-    frame = sys._getframe(2)
-    # The file name's prefix, frame by frame: no cache keyed by code objects, whose hash
-    # walks their bytecode every time (a walk up through trio's run loop took ~10 µs on
-    # the H200 host's Python 3.12, half the host time of a Learner step there).
+    return first_site_outside(_EMBER_DIR, sys._getframe(2))
+
+
+def first_site_outside(prefixes: str | tuple[str, ...], frame: Any) -> tuple[str, int]:
+    """The (file, line) of ``frame`` or the first frame above it whose file name starts
+    with none of ``prefixes``.
+
+    The file name's prefix, frame by frame: no cache keyed by code objects, whose hash
+    walks their bytecode every time (a real cost on a walk up through trio's run loop)."""
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_EMBER_DIR):
+        if not filename.startswith(prefixes):
             return (filename, frame.f_lineno)
         frame = frame.f_back
     return ("<ember>", 0)

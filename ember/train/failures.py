@@ -9,7 +9,6 @@ callables (a loss function, a module's ``forward``) still name their own lines.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any
 import trio
 
 from ember.nn.module import Module
-from ember.ops._core import is_ember_code, pinned_site_state
+from ember.sites import first_site_outside, is_ember_code, pinned_site, pinned_site_state
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TRIO_DIR = os.path.dirname(os.path.abspath(trio.__file__)) + os.sep
@@ -28,25 +27,11 @@ _LIBRARIES = (_EMBER_DIR, _TRIO_DIR)
 def caller_site() -> tuple[str, int]:
     """The (file, line) of the first frame outside ember and trio: the user's call of
     ``fit`` whether it came through ``fit_sync``, ``em.run`` or the user's own task."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_LIBRARIES):
-            return (filename, frame.f_lineno)
-        frame = frame.f_back
-    return ("<ember>", 0)
+    return first_site_outside(_LIBRARIES, sys._getframe(1))
 
 
-@contextlib.contextmanager
-def pinned(site: tuple[str, int]) -> Iterator[None]:
-    """Ops of ember's own code in the block name ``site`` (this thread only)."""
-    state = pinned_site_state()
-    before = state.site
-    state.site = site
-    try:
-        yield
-    finally:
-        state.site = before
+# Ops of ember's own code in the block name ``site`` (this thread only).
+pinned = pinned_site
 
 
 def call_user(fn: Callable, *args: Any) -> Any:
