@@ -18,7 +18,7 @@ result kept until then) and reports per step; the default is 1. Also counted: ho
 often and how long the caller waited for room in the device's queue (back-pressure).
 
 Run: ``PYTHONPATH=. python3 benchmarks/probes/profile_cuda.py [encoder_layer] [mlp_step]
-[learner] [--in-flight K] [--top N] [--cprofile]`` on a machine with a GPU. ``learner`` fits the MLP
+[mlp_bf16] [encoder_bf16] [learner] [--in-flight K] [--top N] [--cprofile] [--switch-interval S]`` on a machine with a GPU. ``learner`` fits the MLP
 with ``Learner`` on one GPU (no table): it profiles what a later workload inherits.
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import cProfile
 import io
+import os
 import pstats
 import sys
 import threading
@@ -43,7 +44,7 @@ from benchmarks.bench_cuda import (
     encoder_input,
     mlp_data,
 )
-from ember.actors import device_actor
+from ember.actors import device_actor, executor
 from ember.ir import Call, MultiCall
 from ember.kernels.cupy import fused as ember_fused
 from ember.kernels.fusion.planner import FusedGroup
@@ -62,7 +63,7 @@ class MessageProfile:
         self.fallbacks: collections.Counter = collections.Counter()
 
     def install(self) -> None:
-        handlers = device_actor.DeviceActor._handlers
+        handlers = executor.Executor._handlers
         for kind, handler in list(handlers.items()):
             handlers[kind] = self._wrap(handler)
         original_run = ember_fused.FusedKernels.run
@@ -81,14 +82,14 @@ class MessageProfile:
     def _wrap(self, handler):
         profile = self
 
-        def timed(actor, msg):
+        def timed(runner, msg):
             if not profile.active:
-                return handler(actor, msg)
+                return handler(runner, msg)
             start = time.perf_counter_ns()
-            handler(actor, msg)
+            handler(runner, msg)
             host = time.perf_counter_ns() - start
             event = cp.cuda.Event()
-            event.record(actor.backend.stream)
+            event.record(runner.backend.stream)
             profile.records.append((_label(msg), host, event))
 
         return timed
@@ -154,6 +155,20 @@ def python_profile(step, k: int, top: int) -> None:
     print("\n".join(out.getvalue().splitlines()[4:]))
 
 
+def thread_cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of each live thread, by name (from /proc: Linux only)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for thread in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[thread.name] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def run_steps(step, k: int) -> tuple[float, float]:
     """Wall seconds and caller issue seconds of ``k`` steps issued before one sync."""
     start = time.perf_counter()
@@ -170,7 +185,10 @@ def profile_step(name: str, step, top: int, k: int, python: bool = False) -> Non
     for _ in range(3):  # warm-up: compiles, autotune, pool growth
         run_steps(step, k)
     Throttle.waits, Throttle.seconds = 0, 0.0
+    cpu0 = thread_cpu_seconds()
     wall = sorted(run_steps(step, k) for _ in range(5))
+    cpu1 = thread_cpu_seconds()
+    per_thread = {name: (cpu1[name] - cpu0.get(name, 0.0)) / 5 / k for name in cpu1}
     total, issue = (t / k for t in wall[len(wall) // 2])
     waits, waited = Throttle.waits / 5 / k, Throttle.seconds / 5 / k
     stats0 = em.stats(DEV).as_dict()
@@ -198,6 +216,9 @@ def profile_step(name: str, step, top: int, k: int, python: bool = False) -> Non
           f"room {waited * 1e3:.2f} ms in {waits:.1f} waits); profiled {profiled_wall * 1e3:.2f} "
           f"ms: {len(records) / k:.0f} messages, GPU {gpu_total:.2f} ms, worker host "
           f"{host_total:.2f} ms")
+    print("CPU ms per step by thread: " + ", ".join(
+        f"{name} {seconds * 1e3:.2f}" for name, seconds in sorted(per_thread.items(),
+                                                                  key=lambda kv: -kv[1])))
     print(f"stats over the profiled step: "
           f"{ {k: stats1[k] - stats0[k] for k in stats1 if k not in ('bytes_held', 'peak_bytes_held', 'queue_depth', 'ops_in_flight', 'bytes_pooled')} }")
     print(f"generated kernels compiled {backend.fused.compiled - compiled0}, launched "
@@ -221,6 +242,20 @@ def encoder_layer() -> Any:
 
 def mlp_step() -> Any:
     return ember_mlp_step(*mlp_data())
+
+
+def autocast_step(workload: str) -> Any:
+    """bench_precision.py's bf16 autocast step of ``workload`` ("mlp" or "encoder")."""
+    from benchmarks.bench_precision import (
+        Setup,
+        batches,
+        ember_model,
+        ember_step,
+        torch_model,
+    )
+    setup = Setup(quick=False)
+    model = ember_model(setup, workload, torch_model(setup, workload))
+    return ember_step(setup, model, batches(setup, workload, 4))
 
 
 def learner() -> None:
@@ -254,11 +289,17 @@ if __name__ == "__main__":
     top = _option(args, "--top", 25)
     in_flight = _option(args, "--in-flight", 1)
     python = "--cprofile" in args
+    if "--switch-interval" in args:
+        i = args.index("--switch-interval")
+        sys.setswitchinterval(float(args[i + 1]))
+        del args[i:i + 2]
     if python:
         args.remove("--cprofile")
     PROFILE.install()
     Throttle.install()
-    workloads = {"encoder_layer": encoder_layer, "mlp_step": mlp_step}
+    workloads = {"encoder_layer": encoder_layer, "mlp_step": mlp_step,
+                 "mlp_bf16": lambda: autocast_step("mlp"),
+                 "encoder_bf16": lambda: autocast_step("encoder")}
     for name in args or list(workloads):
         if name == "learner":
             learner()

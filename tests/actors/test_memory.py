@@ -116,6 +116,63 @@ def test_the_pool_never_exceeds_its_capacity():
     assert pool.statistics() == {"buffers_pooled": 1, "bytes_pooled": 1 << 20}
 
 
+def _filled_pool(clock: list[float]) -> tuple[numpy_pool.BufferPool, list[int]]:
+    """A pool holding its whole limit: four idle 1 MiB buffers of one shape."""
+    pool = numpy_pool.BufferPool()
+    old = [pool.empty((1 << 18,), np.dtype(np.float32)) for _ in range(4)]
+    ids = [id(a) for a in old]
+    for a in old:
+        pool.made(a)
+    while old:
+        a = old.pop()
+        pool.release(a)
+        del a
+    assert pool.statistics()["bytes_pooled"] == pool.limit() == 4 << 20
+    return pool, ids
+
+
+def _missed_then_released(pool: numpy_pool.BufferPool, shape: tuple[int, ...]) -> int:
+    new = pool.empty(shape, np.dtype(np.float32))
+    pool.made(new)
+    address = id(new)
+    pool.release(new)
+    del new
+    return address
+
+
+def test_a_full_pool_makes_room_for_a_shape_kernels_miss(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(numpy_pool, "monotonic", lambda: clock[0])
+    pool, _ = _filled_pool(clock)
+    clock[0] += 2 * numpy_pool.IDLE_S  # the old shape goes unasked for
+    kept = _missed_then_released(pool, (512, 512))
+    # One old buffer went back to make room; the new shape is served from the pool.
+    assert pool.statistics() == {"buffers_pooled": 4, "bytes_pooled": 4 << 20}
+    assert id(pool.empty((512, 512), np.dtype(np.float32))) == kept
+
+
+def test_shapes_asked_for_lately_keep_their_place(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(numpy_pool, "monotonic", lambda: clock[0])
+    pool, ids = _filled_pool(clock)
+    clock[0] += numpy_pool.IDLE_S / 2  # a loop's step later: still in use
+    _missed_then_released(pool, (512, 512))
+    assert pool.statistics() == {"buffers_pooled": 4, "bytes_pooled": 4 << 20}
+    taken = pool.empty((1 << 18,), np.dtype(np.float32))
+    assert id(taken) in ids
+    pool.release(taken)
+    del taken
+    # A shape no kernel asked the pool for (a NumPy kernel's own output) makes no room
+    # even when the pooled ones are idle.
+    clock[0] += 2 * numpy_pool.IDLE_S
+    stray = np.empty((256, 1024), np.float32)
+    pool.made(stray)
+    pool.release(stray)
+    del stray
+    assert pool.statistics() == {"buffers_pooled": 4, "bytes_pooled": 4 << 20}
+    assert id(pool.empty((1 << 18,), np.dtype(np.float32))) in ids
+
+
 @pytest.mark.parametrize("make", [
     lambda: em.zeros((10**12,)),
     lambda: em.full((10**6, 10**6), 1.5),

@@ -8,12 +8,19 @@ The pool never holds more idle bytes than the device's recent peak of live bytes
 ``EMBER_POOL_BYTES`` where that is set: buffers a loop never asks for again
 (most NumPy kernels allocate their own outputs) cannot pile up past what the
 device needed at once.
+
+A full pool still makes room for a shape that kernels keep asking for and missing, by
+giving back buffers of shapes nobody asked for lately (a program that moves on from
+one workload to the next would otherwise find the pool full of the last one's shapes
+and fault in fresh pages on every call). Shapes a loop uses every step are never idle
+that long, so a training loop's buffers stay.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from time import monotonic
 
 import numpy as np
 
@@ -28,6 +35,11 @@ WINDOW_RELEASES = 4096
 # function's argument, and getrefcount's own argument. A view or a reader's
 # array holds one more, and such buffers must never be reused.
 _REFS_WHEN_UNSHARED = 3
+# How long a pooled shape must have gone unasked for before it makes room for a shape
+# that kernels miss: far longer than a training step, far shorter than a workload.
+IDLE_S = 0.25
+# Missed shapes remembered at most (a program of ever-new shapes forgets them all).
+_MAX_MISSED = 256
 
 
 class BufferPool:
@@ -44,16 +56,25 @@ class BufferPool:
         self._peak = 0  # of live bytes in this window
         self._previous_peak = 0  # in the window before
         self._releases = 0
+        self._asked: dict[tuple, float] = {}  # when each pooled shape was last asked for
+        self._missed: set[tuple] = set()  # large shapes asked for when none was free
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An uninitialized array, from the pool when one of this shape is free."""
-        stack = self._free.get((shape, dtype))
+        key = (shape, dtype)
+        stack = self._free.get(key)
         if stack:
             array = stack.pop()
             self._bytes -= array.nbytes
             self._count -= 1
+            self._asked[key] = monotonic()
             return array
-        return np.empty(shape, dtype)
+        array = np.empty(shape, dtype)
+        if array.nbytes >= _MIN_POOLED_BYTES:
+            if len(self._missed) >= _MAX_MISSED:
+                self._missed.clear()
+            self._missed.add(key)
+        return array
 
     def lend(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A scratch buffer for a kernel's own use, live until ``give_back``."""
@@ -91,13 +112,41 @@ class BufferPool:
         if self._releases >= WINDOW_RELEASES:
             self._next_window()
         if (nbytes >= _MIN_POOLED_BYTES and sys.getrefcount(array) <= _REFS_WHEN_UNSHARED
-                and self._bytes + nbytes <= self.limit() and array.flags.c_contiguous
-                and array.flags.writeable):
+                and array.flags.c_contiguous and array.flags.writeable
+                and (self._bytes + nbytes <= self.limit() or self._make_room(array))):
             self._keep(array)
         return nbytes
 
+    def _make_room(self, array: np.ndarray) -> bool:
+        """Whether idle shapes were given back so that ``array``, of a shape kernels have
+        missed, fits: the longest-unasked first, only those idle for ``IDLE_S``."""
+        key = (array.shape, array.dtype)
+        limit = self.limit()
+        if key not in self._missed or array.nbytes > limit:
+            return False
+        idle_since = monotonic() - IDLE_S
+        asked = self._asked
+        idle = sorted((k for k, stack in self._free.items()
+                       if stack and k != key and asked.get(k, 0.0) < idle_since),
+                      key=lambda k: asked.get(k, 0.0))
+        # Oldest first, one buffer at a time: no more goes back than the room needed.
+        for k in idle:
+            stack = self._free[k]
+            while stack and self._bytes + array.nbytes > limit:
+                self._bytes -= stack.pop().nbytes
+                self._count -= 1
+            if not stack:
+                del self._free[k]
+                asked.pop(k, None)
+        if self._bytes + array.nbytes > limit:
+            return False
+        self._missed.discard(key)
+        return True
+
     def _keep(self, array: np.ndarray) -> None:
-        self._free.setdefault((array.shape, array.dtype), []).append(array)
+        key = (array.shape, array.dtype)
+        self._free.setdefault(key, []).append(array)
+        self._asked.setdefault(key, monotonic())
         self._bytes += array.nbytes
         self._count += 1
 
@@ -110,11 +159,14 @@ class BufferPool:
             array = self._free[key].pop()
             if not self._free[key]:
                 del self._free[key]
+                self._asked.pop(key, None)
             self._bytes -= array.nbytes
             self._count -= 1
 
     def clear(self) -> None:
         self._free.clear()
+        self._asked.clear()
+        self._missed.clear()
         self._bytes = self._count = 0
 
     def statistics(self) -> dict[str, int]:
