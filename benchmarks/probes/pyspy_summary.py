@@ -2,8 +2,9 @@
 
 Record with ``py-spy record -r 2000 -f raw --threads -o OUT -- python3 SCRIPT`` (py-spy
 keeps only samples of threads that run, so the shares are of CPU time, not waits), then
-``python3 benchmarks/probes/pyspy_summary.py OUT [THREAD] [--top N]``; ``THREAD`` keeps
-samples whose stack names it (a thread's name or ident, or any function).
+``python3 benchmarks/probes/pyspy_summary.py OUT [THREAD] [--top N] [--without TEXT]``;
+``THREAD`` keeps samples whose stack names it (a thread's name or ident, or any function),
+``--without`` drops those whose stack names ``TEXT`` (a warm-up's compiles, say).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import sys
 
 
-def summarize(path: str, keep: str, top: int) -> None:
+def summarize(path: str, keep: str, top: int, without: str = "") -> None:
     own: collections.Counter = collections.Counter()
     inclusive: collections.Counter = collections.Counter()
     threads: collections.Counter = collections.Counter()
@@ -25,6 +26,8 @@ def summarize(path: str, keep: str, top: int) -> None:
             frames = [re.sub(r":\d+\)", ")", frame) for frame in stack.split(";")]
             threads[frames[0]] += samples
             if keep and not any(keep in frame for frame in frames):
+                continue
+            if without and any(without in frame for frame in frames):
                 continue
             total += samples
             own[frames[-1]] += samples
@@ -41,9 +44,11 @@ def summarize(path: str, keep: str, top: int) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    top = 40
-    if "--top" in args:
-        i = args.index("--top")
-        top = int(args[i + 1])
-        del args[i:i + 2]
-    summarize(args[0], args[1] if len(args) > 1 else "", top)
+    options = {"--top": "40", "--without": ""}
+    for name in options:
+        if name in args:
+            i = args.index(name)
+            options[name] = args[i + 1]
+            del args[i:i + 2]
+    summarize(args[0], args[1] if len(args) > 1 else "", int(options["--top"]),
+              options["--without"])

@@ -10,6 +10,7 @@ import pytest
 
 import ember as em
 from ember.actors import device_actor
+from tests.runtime_mode import lazy_only
 
 
 def _computed(t: em.Tensor) -> bool:
@@ -26,6 +27,7 @@ def test_a_tiny_op_on_an_idle_device_is_computed_when_it_returns():
     np.testing.assert_array_equal(y.numpy(), [4.0, 6.0, 8.0])
 
 
+@lazy_only
 def test_a_tiny_op_behind_queued_work_queues_and_keeps_order():
     device = em.cpu(11)
     big = em.ones(1 << 16, device=device) * 3  # queued: too large to run at once
@@ -34,6 +36,7 @@ def test_a_tiny_op_behind_queued_work_queues_and_keeps_order():
     np.testing.assert_array_equal(tiny.numpy(), [4.0, 4.0, 4.0, 4.0])
 
 
+@lazy_only
 def test_an_op_too_large_to_run_at_once_queues():
     device = em.cpu(11)
     x = em.ones(4096, device=device)
@@ -43,6 +46,7 @@ def test_an_op_too_large_to_run_at_once_queues():
     assert y.numpy().sum() == 2 * 4096
 
 
+@lazy_only
 def test_a_failure_at_once_reaches_the_reader_with_the_users_line():
     device = em.cpu(11)
     x = em.tensor([0, 1], device=device)

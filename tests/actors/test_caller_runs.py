@@ -12,6 +12,7 @@ import ember as em
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
 from tests.fusion.batching import fresh_device
+from tests.runtime_mode import lazy_only
 
 _gates: dict[int, threading.Event] = {}
 
@@ -78,6 +79,7 @@ def test_a_read_runs_the_queued_ops_on_the_readers_thread(monkeypatch):
     assert threads == {threading.current_thread().name}
 
 
+@lazy_only
 def test_a_computed_value_reads_at_once_while_the_worker_is_busy():
     device = fresh_device()
     x = em.ones(3, device=device) * 2.0
@@ -100,6 +102,7 @@ def test_a_computed_value_reads_at_once_while_the_worker_is_busy():
     np.testing.assert_array_equal(held.numpy(), [2.0, 2.0, 2.0])
 
 
+@lazy_only
 def test_a_read_interrupted_on_its_own_thread_fails_what_did_not_run():
     device = fresh_device()
     x = em.ones(2, device=device)
@@ -141,6 +144,7 @@ def test_readers_and_submitters_on_many_threads_agree():
     assert errors == []
 
 
+@lazy_only
 def test_small_ops_do_not_wake_the_worker_but_large_ones_do():
     device = fresh_device()
     actor = device.actor
@@ -168,6 +172,7 @@ async def _await_value(t: em.Tensor) -> np.ndarray:
     return await t
 
 
+@lazy_only
 def test_a_worker_that_dies_fails_its_values_is_reported_once_and_restarts():
     device = fresh_device()
     actor = device.actor

@@ -10,10 +10,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.ops import _core
-
-# With EMBER_EAGER=1 a failing op raises at its own line instead of at the read.
-lazy_only = pytest.mark.skipif(_core.EAGER, reason="EMBER_EAGER=1 raises at the call")
+from tests.runtime_mode import lazy_only
 
 ALL_DTYPES = [em.float32, em.float64, em.float16, em.bfloat16, em.int32, em.int64, em.bool]
 VALUES = [0.0, 1.0, -1.0, 2.75, -2.75, 0.5, -0.5, 100.0, -0.0]

@@ -7,10 +7,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.ops import _core
-
-# With EMBER_EAGER=1 a failing op raises at its own line instead of at the read.
-lazy_only = pytest.mark.skipif(_core.EAGER, reason="EMBER_EAGER=1 raises at the call")
+from tests.runtime_mode import lazy_only
 
 
 def test_mixed_devices_name_both_devices() -> None:
