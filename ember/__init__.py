@@ -47,6 +47,7 @@ from ember.record import load, load_safetensors, save, save_safetensors
 from ember.actors.stats import ActorInfo
 from ember.runtime import graphed, list_actors, run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
+from ember.ops import methods as _tensor_methods  # noqa: F401  (gives Tensor its op methods)
 from ember.nn.config import Config
 from ember import nn, optim, train  # after Tensor: they build on it
 from ember import linalg
