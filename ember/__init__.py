@@ -21,6 +21,9 @@ from ember.dtype import bool_ as bool  # noqa: A001  (em.bool, as torch.bool)
 from ember.errors import (DeviceError, DTypeError, EmberError, KernelError, OutOfMemoryError,
                           RecordError, ShapeError)
 from ember.kernels.cache import clear_cache
+# Tensor's op methods; first of the ops, so that every op is declared (ember.op_kinds)
+# before the runtime below loads and reads the declarations.
+from ember.ops import methods as _tensor_methods  # noqa: F401
 from ember.ops.conversion import from_dlpack
 from ember.ops.creation import (
     arange,
@@ -47,7 +50,6 @@ from ember.record import load, load_safetensors, save, save_safetensors
 from ember.actors.stats import ActorInfo
 from ember.runtime import graphed, list_actors, run, stats, sync, sync_async, trace
 from ember.tensor import Tensor
-from ember.ops import methods as _tensor_methods  # noqa: F401  (gives Tensor its op methods)
 from ember.nn.config import Config
 from ember import nn, optim, train  # after Tensor: they build on it
 from ember import linalg
