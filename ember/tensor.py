@@ -242,13 +242,14 @@ def attach_methods(source: type) -> None:
     and the docs see no difference. A name ``Tensor`` already has raises: each method
     has one definition site.
     """
-    for name, member in vars(source).items():
+    members = {name: member for name, member in vars(source).items()
+               if inspect.isfunction(member.fget if isinstance(member, property) else member)}
+    taken = sorted(members.keys() & vars(Tensor).keys())
+    if taken:
+        raise RuntimeError(f"attach_methods: Tensor.{taken[0]} is already defined; "
+                           f"{source.__qualname__} would replace it")
+    for name, member in members.items():
         function = member.fget if isinstance(member, property) else member
-        if not inspect.isfunction(function):
-            continue  # the class body's own bookkeeping: __module__, __doc__, ...
-        if name in vars(Tensor):
-            raise RuntimeError(f"attach_methods: Tensor.{name} is already defined; "
-                               f"{source.__qualname__} would replace it")
         function.__module__ = __name__
         function.__qualname__ = f"Tensor.{function.__name__}"
         setattr(Tensor, name, member)
