@@ -38,7 +38,6 @@ class TensorMethods:
             return self.shape
         return self.shape[normalize_dim("size", dim, self.shape)]
 
-
     # ----- operators -----------------------------------------------------------------
 
     def __add__(self, other): return _ew.binary("add", self, other)
