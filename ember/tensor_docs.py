@@ -1,7 +1,7 @@
 """The docstrings of ``Tensor``'s one-line methods, in one table.
 
-``tensor.py`` keeps its methods one line each (they forward to ``ember/ops/``);
-``attach(Tensor)`` gives each its docstring from here, and ``ops/functions.py``
+``ops/methods.py`` keeps Tensor's methods one line each (they forward to the op
+modules); ``attach(Tensor)`` gives each its docstring from here, and ``ops/functions.py``
 builds ``em.NAME(t, ...)``'s docstring from the method's, so each text is written
 once. A method whose op function already documents it (``reshape`` ->
 ``ops.shape.reshape``) takes that docstring (``FROM_OPS``); the rest are written

@@ -22,12 +22,16 @@ import msgspec
 
 from ember import mixed_precision
 from ember import tracing as _trace
+from ember.actors import lanes as _lanes
+from ember.actors.executor import format_site, kernel_error
 from ember.actors.job_actor import JobActor
-
 from ember.autodiff import plans
 from ember.autodiff.graph import LEAF, SELECT, Node, no_record
+from ember.errors import DeviceError, EmberError, ShapeError
+from ember.ops._core import EAGER, call, issue, multi_call, next_id, pinned_site, user_site
+from ember.ops.creation import ones_like
 from ember.ops.gradient_rules import BackwardContext
-from ember.errors import EmberError, ShapeError
+from ember.tensor import Tensor
 
 
 class Gradients:
@@ -108,8 +112,6 @@ class _Recompute:
             return self._recompute(node.parents[0])[node.attrs[0]]
         value = self._memo.get(node)
         if value is None:
-            from ember.ops._core import call, multi_call
-
             inputs = tuple(self._value(s) for s in node.saved_inputs)
             if isinstance(node.shape, tuple) and node.shape and isinstance(node.shape[0], tuple):
                 value = multi_call(node.op, inputs, node.shape, node.dtype, node.attrs)
@@ -167,14 +169,10 @@ class AutodiffActor(JobActor):
                 raise ShapeError(f"backward: needs an explicit grad for a non-scalar output of "
                                  f"shape {root.shape}; help: reduce it first, e.g. "
                                  f"loss.sum().backward()")
-            from ember.ops.creation import ones_like
-
             with no_record():
                 grad = ones_like(root)
         else:
             _check_seed(root, grad)
-        from ember.ops._core import EAGER, pinned_site, user_site
-
         # Every op the walk issues would find the same first frame outside ember: this
         # call's caller. Found once, not by a stack walk per op.
         site = user_site()
@@ -185,9 +183,6 @@ class AutodiffActor(JobActor):
             # recorded decide the gradient ops (the actor's thread is outside every block).
             with self._lock, no_record(), pinned_site(site), mixed_precision.suspended():
                 return Gradients(self._walk(node, grad, _to_inner))
-        from ember.tensor import Tensor
-        from ember.ops._core import next_id
-
         promised = {leaf: Tensor._new(next_id(), leaf.shape, leaf.dtype, leaf.device.inner)
                     for leaf in leaves}
         outs: dict[Any, list[int]] = {d.actor: [] for d in devices}
@@ -209,10 +204,6 @@ class AutodiffActor(JobActor):
                   poster: str, order: list[Node], index: dict[Node, int]) -> None:
         """One backward walk, or the replay of a plan recorded from one, its ops issued into
         ``lanes``; closes them whatever happens."""
-        from ember.actors import lanes as _lanes
-        from ember.actors.executor import kernel_error
-        from ember.ops._core import pinned_site
-
         error = None
         traces = _trace.active()
         start = _trace.now_ns() if traces else 0
@@ -245,8 +236,6 @@ class AutodiffActor(JobActor):
             for lane in lanes.values():
                 lane.close(error)
         if traces:
-            from ember.actors.executor import format_site
-
             event = _trace.TraceEvent("backward", "autodiff", threading.current_thread().name,
                                       start, _trace.now_ns() - start, format_site(site), "actor",
                                       poster)
@@ -256,8 +245,6 @@ class AutodiffActor(JobActor):
     def _walk_into(self, root: Node, seed: Any, promised: dict,
                    recorder: plans.Recorder | None) -> None:
         """Walk the graph, then issue each promised leaf gradient under its promised id."""
-        from ember.ops._core import issue
-
         by_leaf = self._walk(root, seed, recorder=recorder)
         seed = None
         for leaf, (out, shape, dtype, device) in promised.items():
@@ -350,16 +337,12 @@ def _claim(root: Node) -> tuple[list[Node], dict[Node, int], list[Node], list[An
 
 
 def _check_seed(root: Any, grad: Any) -> None:
-    from ember.tensor import Tensor
-
     if not isinstance(grad, Tensor):
         raise EmberError(f"backward: grad must be a tensor, got {type(grad).__name__}")
     if grad.shape != root.shape:
         raise ShapeError(f"backward: grad of shape {grad.shape} does not match the output's "
                          f"shape {root.shape}")
     if grad.device.name != root.device.name:
-        from ember.errors import DeviceError
-
         raise DeviceError(f"backward: grad is on {grad.device}, the output on {root.device}")
 
 
@@ -408,8 +391,6 @@ def _to_inner(grad: Any) -> Any:
     if sys.getrefcount(grad) <= _ONLY_PASSED:
         grad.device = inner
         return grad
-    from ember.ops._core import call
-
     return call("alias", (grad,), grad.shape, grad.dtype, (), inner)
 
 

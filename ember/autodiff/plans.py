@@ -38,6 +38,7 @@ import msgspec
 
 from ember.autodiff.graph import Node
 from ember.ir import Call, Drop, MultiCall, Upload
+from ember.ops._core import next_id
 
 # EMBER_BACKWARD_PLANS=0: every backward walks (for comparison and debugging).
 ENABLED = os.environ.get("EMBER_BACKWARD_PLANS", "1") not in ("", "0")
@@ -155,8 +156,6 @@ def bind(plan: Plan, order: list[Node], seed: Any, promised: dict) -> list[int] 
 def replay(plan: Plan, env: list[int], order: list[Node], lanes: dict, site: tuple) -> None:
     """Append the plan's messages to ``lanes`` (by device actor), with the ids of ``env``
     and the user's ``site``, releasing the nodes' kept tensors where the walk did."""
-    from ember.ops._core import next_id
-
     by_name = {actor.name: lane for actor, lane in lanes.items()}
     appends = [by_name[device].append for device in plan.devices]
     for step in plan.steps:

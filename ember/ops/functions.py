@@ -12,13 +12,9 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from ember import tensor_docs
 from ember.ops import decompositions, einsum, elementwise, more_math, rearrange
+from ember.ops import methods  # noqa: F401  (Tensor's methods, with their docstrings, copied below)
 from ember.tensor import Tensor
-
-# Every op module is loaded by now (tensor.py's docstrings name theirs): the methods take
-# their docstrings before the functions below copy them.
-tensor_docs.attach(Tensor)
 
 # Tensor methods that are also top-level functions, torch's list for each family.
 METHODS = """
