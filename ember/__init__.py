@@ -21,8 +21,7 @@ from ember.dtype import bool_ as bool  # noqa: A001  (em.bool, as torch.bool)
 from ember.errors import (DeviceError, DTypeError, EmberError, KernelError, OutOfMemoryError,
                           RecordError, ShapeError)
 from ember.kernels.cache import clear_cache
-# Tensor's op methods; first of the ops, so that every op is declared (ember.op_kinds)
-# before the runtime below loads and reads the declarations.
+# Tensor's operators and op methods (the handle in ember/tensor.py has none of its own).
 from ember.ops import methods as _tensor_methods  # noqa: F401
 from ember.ops.conversion import from_dlpack
 from ember.ops.creation import (

@@ -66,6 +66,10 @@ DECLARED: dict[str, Declaration] = {}
 # Live sets, one per kind: filled by ``declare`` only, so a reader that bound one at
 # import (the planner) still sees ops that modules imported later declare.
 OPS: dict[str, set[str]] = {kind: set() for kind in KINDS}
+# The ops that may join a fused group (elementwise, reductions, views), live as OPS is: the
+# device actors' batching tests each message against it.
+_JOINING_KINDS = (ELEMENTWISE, REDUCTION, VIEW)
+JOINABLE: set[str] = set()
 
 
 def declare(kind: str, *names: str, scalar: str | None = None,
@@ -87,6 +91,8 @@ def declare(kind: str, *names: str, scalar: str | None = None,
             raise ValueError(f"declare: op {name!r} declared twice differently: {old} vs {new}")
         DECLARED[name] = new
         OPS[kind].add(name)
+        if kind in _JOINING_KINDS:
+            JOINABLE.add(name)
 
 
 def declare_rules(kind: str, rules: Mapping[str, DtypeRule], scalar: str | None = None) -> None:

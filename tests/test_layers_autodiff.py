@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import ember as em
+from ember import op_kinds
 from ember.actors import device_actor
 from ember.autodiff import graph
 from ember.autodiff import methods as autodiff_methods
@@ -227,8 +228,16 @@ def test_attach_refuses_a_name_the_tensor_has():
     assert vars(em.Tensor)["numpy"] is numpy and not hasattr(em.Tensor, "a_new_name")
 
 
-def test_every_op_is_declared_before_the_runtime_reads_the_kinds():
-    # device_actor takes the joinable kinds once, at its import: an op module loaded after
-    # it (the import order ember/__init__.py sets) would never run at once nor fuse there.
+def test_the_runtime_reads_the_declared_kinds_live():
+    # The batching tests each message against the live set of joinable ops, so an op
+    # module imported after the runtime still runs at once and fuses there.
+    assert device_actor._JOINABLE is op_kinds.JOINABLE
     assert device_actor._JOINABLE == planner.ELEMENTWISE | planner.REDUCTIONS | planner.VIEWS
     assert {"add", "sum", "exp"} <= device_actor._JOINABLE
+    op_kinds.declare(op_kinds.ELEMENTWISE, "test_late_elementwise")
+    try:
+        assert "test_late_elementwise" in device_actor._JOINABLE
+    finally:
+        del op_kinds.DECLARED["test_late_elementwise"]
+        op_kinds.OPS[op_kinds.ELEMENTWISE].discard("test_late_elementwise")
+        op_kinds.JOINABLE.discard("test_late_elementwise")

@@ -41,7 +41,8 @@ from ember.errors import KernelError
 from ember.ir import (Barrier, Call, Check, Drop, Fetch, Gate, MultiCall, ReplayStep, Send,
                       StepBegin, StepEnd, Upload)
 from ember.kernels import worker_hooks
-from ember.kernels.fusion.planner import ELEMENTWISE, MAX_MEMBERS, REDUCTIONS, VIEWS
+from ember.kernels.fusion.planner import MAX_MEMBERS
+from ember.op_kinds import JOINABLE as _JOINABLE
 
 _tickets = itertools.count(1)
 # Buffers on their way between actors: ticket -> (source actor, waiter).
@@ -86,7 +87,6 @@ CALLER_RUNS = os.environ.get("EMBER_CALLER_RUNS", "1") not in ("", "0")
 
 # The most trailing messages a drain holds back (two groups' worth of members).
 _HOLD_MAX = 2 * MAX_MEMBERS
-_JOINABLE = ELEMENTWISE | REDUCTIONS | VIEWS
 
 
 def _open_tail(batch: list) -> int:
