@@ -84,8 +84,11 @@ def issue_multi(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tup
                                   tuple([d.name for d in dtypes]), user_site()), nbytes)
 
 
-def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple = ()) -> tuple:
-    """Submit an op with several outputs; returns their tensors."""
+def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tuple = (),
+               rendezvous: bool = False) -> tuple:
+    """Submit an op with several outputs; returns their tensors. ``rendezvous``: the op
+    completes only once the other ranks' calls arrive (a collective), so EMBER_EAGER=1
+    does not wait for it here: the caller has those calls still to make."""
     device = _result_device(inputs)
     outs = tuple(next_id() for _ in shapes)
     actor = device.actor
@@ -101,7 +104,7 @@ def multi_call(op: str, inputs: tuple, shapes: tuple, dtypes: tuple, attrs: tupl
     tensors = tuple(make(o, s, d, device) for o, s, d in zip(outs, shapes, dtypes))
     if device.is_autodiff:
         record(op, inputs, attrs, tensors)
-    if EAGER:
+    if EAGER and not rendezvous:
         for o in outs:
             actor.check_now(o)
     return tensors

@@ -440,16 +440,24 @@ class Learner:
             pending: list[list[Gradients]] = []
             async for parts in receive:
                 items = sum(p[1][0].shape[0] for p in parts)
-                with pinned(self._site):  # not across an await: other tasks walk their own
-                    if self._whole_step is not None:
-                        record = (self._pure_call(parts, items) if self._whole_step.pure
-                                  else self._whole_step(parts, items))
-                    else:
-                        record, grads = self._forward_backward(parts, items)
-                        pending.append(grads)
-                        if len(pending) == self.accumulation_steps and self.scaler is None:
-                            self._apply(pending)
-                            pending = []
+                try:
+                    with pinned(self._site):  # not across an await: other tasks walk theirs
+                        if self._whole_step is not None:
+                            record = (self._pure_call(parts, items) if self._whole_step.pure
+                                      else self._whole_step(parts, items))
+                        else:
+                            record, grads = self._forward_backward(parts, items)
+                            pending.append(grads)
+                            if len(pending) == self.accumulation_steps and self.scaler is None:
+                                self._apply(pending)
+                                pending = []
+                except KernelError:
+                    # A batch's failure usually reaches the metrics' read; with EMBER_EAGER=1
+                    # it raises here, at its op, before the batch's update.
+                    if self.on_bad_batch == "raise":
+                        raise
+                    self.bad_batches += 1
+                    continue
                 if len(pending) == self.accumulation_steps:  # with a scaler: it reads
                     await self._apply_scaled(pending)
                     pending = []

@@ -124,7 +124,8 @@ def _all_reduce_collective(primary: Module, replicas: list[Module], grads: list[
                           else zeros(params[i].shape, dtype=params[i].dtype, device=device)
                           for i in present)
             outs = multi_call("collective_all_reduce", parts, tuple(p.shape for p in parts),
-                              tuple(p.dtype for p in parts), (group, round_id, k))
+                              tuple(p.dtype for p in parts), (group, round_id, k),
+                              rendezvous=True)
             if k == 0:
                 reduced = outs
     return Gradients({params[i].value._node: t for i, t in zip(present, reduced)})
@@ -137,7 +138,8 @@ def _broadcast_collective(replicas: list[Module], devices: list[Device]) -> None
             slots = [slot for _, slot in replica.named_slots()]
             values = tuple(slot.value.detach() for slot in slots)
             outs = multi_call("collective_broadcast", values, tuple(v.shape for v in values),
-                              tuple(v.dtype for v in values), (group, round_id, k))
+                              tuple(v.dtype for v in values), (group, round_id, k),
+                              rendezvous=True)
             if k > 0:
                 for slot, value in zip(slots, outs):
                     slot.value = value

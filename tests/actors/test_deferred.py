@@ -18,6 +18,7 @@ from ember.actors.step_graphs import StepGraphs
 from ember.kernels.numpy import NumpyBackend
 from ember.kernels.numpy.indexing import range_error
 from tests.cuda.test_graphs import RecordingCapturer
+from tests.runtime_mode import lazy_only
 
 _fresh = itertools.count(940)
 
@@ -99,6 +100,7 @@ def test_a_good_index_reads_as_on_the_cpu_with_one_resolution(device) -> None:
     assert checks.resolutions == 1  # resolved once: nothing tainted is left
 
 
+@lazy_only
 def test_a_bad_index_fails_what_was_computed_from_it_and_only_that(device) -> None:
     picked = _gathered(device, [[3], [4], [2]])
     loss = (picked * 2.0).exp().sum()
@@ -116,6 +118,7 @@ def test_a_bad_index_fails_what_was_computed_from_it_and_only_that(device) -> No
     np.testing.assert_array_equal(unrelated.numpy(), [5.0] * 3)
 
 
+@lazy_only
 def test_await_and_sync_resolve(device) -> None:
     import trio
 
@@ -133,6 +136,7 @@ def test_await_and_sync_resolve(device) -> None:
         later.numpy()
 
 
+@lazy_only
 def test_a_dropped_value_leaves_no_taint_and_bytes_are_released(device) -> None:
     em.sync(device)
     held = em.stats(device).bytes_held
@@ -152,6 +156,7 @@ def test_pending_checks_resolve_past_the_bound_while_nothing_is_read(device, mon
     np.testing.assert_array_equal(kept[-1].numpy(), [[1.0], [6.0], [11.0]])
 
 
+@lazy_only
 def test_a_graphed_step_re_arms_its_captured_checks_at_every_replay(device) -> None:
     device.actor.graphs = StepGraphs(RecordingCapturer())
     x = em.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4), device=device)
@@ -171,6 +176,7 @@ def test_a_graphed_step_re_arms_its_captured_checks_at_every_replay(device) -> N
     assert step.graph_stats()["replays"] == 3
 
 
+@lazy_only
 def test_a_transfer_out_resolves_first(device) -> None:
     """A tainted value sent to another device is checked before it leaves: the copy on the
     other device fails with the same error, a clean one arrives."""

@@ -13,6 +13,7 @@ import trio
 import ember as em
 from ember.kernels.cupy.host_copies import InFlightRead
 from tests.actors.test_deferred import DeferringBackend, _gathered, device_of
+from tests.runtime_mode import lazy_only
 
 
 class _Event:
@@ -85,6 +86,7 @@ def test_the_worker_hands_over_the_read_and_the_reader_waits_for_the_copy(device
     assert backend.blocking_reads == 0
 
 
+@lazy_only
 def test_a_tainted_read_judges_its_checks_on_the_reader_side(device) -> None:
     backend = device.actor.backend
     backend.land()

@@ -15,6 +15,7 @@ import pytest
 
 import ember as em
 from ember.kernels.numpy import pool as numpy_pool
+from tests.runtime_mode import lazy_only
 
 _ROOT = Path(__file__).resolve().parents[2]
 _LIMIT_S = 300
@@ -191,6 +192,7 @@ def test_out_of_memory_error_is_public_and_both_kinds():
     assert issubclass(em.OutOfMemoryError, em.KernelError)
 
 
+@lazy_only
 def test_a_failed_allocation_raises_at_the_read_and_the_device_keeps_working():
     out = _child("""
         import resource

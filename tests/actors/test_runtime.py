@@ -16,6 +16,7 @@ import trio
 import ember as em
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
+from tests.runtime_mode import lazy_only
 
 _gates: dict[int, threading.Event] = {}
 
@@ -45,6 +46,7 @@ def failing(x: em.Tensor) -> em.Tensor:
     return call("test_fail", (x,), x.shape, x.dtype)
 
 
+@lazy_only
 def test_ops_return_before_data_exists():
     x = em.ones(4)
     y, gate = blocked(x)
@@ -59,6 +61,7 @@ def test_ops_return_before_data_exists():
     np.testing.assert_allclose(z.numpy(), np.exp(np.full(4, 3.0, np.float32)))
 
 
+@lazy_only
 def test_failure_reaches_its_reader_and_only_its_reader():
     x = em.arange(6).astype(em.float32)
     bad = call("test_fail", (x,), x.shape, x.dtype)  # the line named in the error
@@ -77,6 +80,7 @@ def test_failure_reaches_its_reader_and_only_its_reader():
     np.testing.assert_array_equal((x + 1).numpy(), np.arange(6) + 1.0)
 
 
+@lazy_only
 def test_failure_crosses_devices():
     bad = failing(em.ones(3))
     moved = bad.to(em.cpu(1))
@@ -102,6 +106,7 @@ def test_blocking_read_inside_trio_says_await():
     em.run(main)
 
 
+@lazy_only
 async def test_await_parks_the_task_and_cancel_leaves_tensor_readable():
     x = em.ones(5)
     y, gate = blocked(x)
@@ -244,6 +249,7 @@ def test_stats_count_submitted_and_executed():
     del y
 
 
+@lazy_only
 def test_back_pressure_waits_for_the_worker():
     device = em.cpu(5)
     actor = device.actor
@@ -436,6 +442,7 @@ def test_eager_and_lazy_give_identical_results():
         os.unlink(p)
 
 
+@lazy_only
 def test_worker_crash_fails_readers_instead_of_hanging(monkeypatch):
     device = em.cpu(9)
     actor = device.actor

@@ -19,6 +19,7 @@ from ember.kernels.numpy import NumpyBackend
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
 from tests.fusion.batching import fresh_index
+from tests.runtime_mode import lazy_only
 
 _gates: dict[int, threading.Event] = {}
 _timings: dict[int, float] = {}
@@ -110,6 +111,7 @@ def test_results_match_numpy_and_long_issuing_is_handed_over_in_batches(device, 
     assert device.actor._batches_done - before > 50
 
 
+@lazy_only
 def test_a_caller_waits_while_a_batch_runs(device, monkeypatch):
     monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
     x = em.ones(4, device=device)
@@ -130,6 +132,7 @@ def test_a_caller_waits_while_a_batch_runs(device, monkeypatch):
     np.testing.assert_array_equal(y.numpy(), np.ones(4, np.float32))
 
 
+@lazy_only
 def test_a_worker_waiting_on_other_threads_lets_its_caller_go_on(device, monkeypatch):
     monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
     x = em.ones(4, device=device)
@@ -146,6 +149,7 @@ def test_a_worker_waiting_on_other_threads_lets_its_caller_go_on(device, monkeyp
     assert not device.actor._blocked
 
 
+@lazy_only
 def test_the_wait_for_a_batch_is_bounded(device, monkeypatch):
     monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 0.2)
     x = em.ones(4, device=device)
@@ -179,6 +183,7 @@ def test_backends_that_run_on_the_worker_take_no_turns():
     np.testing.assert_array_equal(y.numpy(), np.full(3, 2, np.float32))
 
 
+@lazy_only
 def test_a_graphed_step_is_handed_over_whole_at_its_end(device, monkeypatch):
     monkeypatch.setattr(device_actor, "LINGER_S", 10.0)  # no batch starts on its own
     w_np = np.eye(4, dtype=np.float32) * np.float32(0.5)
@@ -224,6 +229,7 @@ def test_threads_issuing_to_one_device_in_turns_match_numpy(device):
     assert sorted(results) == [0, 1, 2, 3]
 
 
+@lazy_only
 def test_a_failure_in_a_batch_ends_the_turn_and_reaches_its_reader(device, monkeypatch):
     monkeypatch.setattr(device_actor, "_TURN_LIMIT_S", 10.0)
     x = em.ones(4, device=device)

@@ -15,6 +15,7 @@ from ember.autodiff import engine
 from ember.ops.gradient_rules import differentiable
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
+from tests.runtime_mode import lazy_only
 
 _gates: dict[int, threading.Event] = {}
 
@@ -51,6 +52,7 @@ def _slow(x: em.Tensor) -> tuple[em.Tensor, threading.Event]:
     return call("test_slow_grad", (x,), x.shape, x.dtype, (id(gate),)), gate
 
 
+@lazy_only
 def test_backward_returns_before_the_walk_and_later_ops_see_its_gradients(device):
     w = em.tensor([1.0, 2.0, 3.0], device=device).require_grad()
     y, gate = _slow(w * 3.0)
@@ -63,6 +65,7 @@ def test_backward_returns_before_the_walk_and_later_ops_see_its_gradients(device
     np.testing.assert_array_equal(gw.numpy(), [6.0, 6.0, 6.0])
 
 
+@lazy_only
 def test_a_forward_after_backward_reads_values_the_walk_releases(device):
     """A value the caller reads after backward() and then lets go of is not freed by the
     walk before that read runs."""
@@ -77,6 +80,7 @@ def test_a_forward_after_backward_reads_values_the_walk_releases(device):
     np.testing.assert_array_equal(x.grad(grads).numpy(), [[4.0, 0.0], [4.0, 4.0]])
 
 
+@lazy_only
 def test_a_failing_rule_reaches_the_gradients_reader_with_the_backward_line(device):
     w = em.tensor([1.0, 2.0], device=device).require_grad()
     loss = call("test_bad_grad", (w * 1.0,), (2,), em.float32).sum()
@@ -113,6 +117,7 @@ def test_gradients_match_the_walk_on_the_callers_thread(device, monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+@lazy_only
 def test_the_walk_runs_on_the_autodiff_thread_and_the_trace_says_so(device):
     w = em.tensor([1.0, 2.0], device=device).require_grad()
     with em.trace() as tr:
@@ -123,6 +128,7 @@ def test_the_walk_runs_on_the_autodiff_thread_and_the_trace_says_so(device):
     assert walks[0].site.endswith("test_actor.py:" + str(sys._getframe().f_lineno - 4))
 
 
+@lazy_only
 def test_list_actors_names_devices_and_the_autodiff_actor(device):
     w = em.tensor([1.0], device=device).require_grad()
     before = {a.name: a for a in em.list_actors()}
@@ -147,6 +153,7 @@ def _exit_backward(ctx, grad):
     raise SystemExit("a rule that exits")
 
 
+@lazy_only
 def test_a_rule_that_kills_its_walk_fails_that_backward_only(device):
     w = em.tensor([1.0, 2.0], device=device).require_grad()
     grads = call("test_exit_grad", (w * 1.0,), (2,), em.float32).sum().backward()

@@ -19,6 +19,7 @@ from ember.kernels.numpy.table import KERNELS
 from ember.nn import functional as F
 from ember.ops._core import call
 from ember.ops.gradient_rules import differentiable
+from tests.runtime_mode import lazy_only
 
 ACTOR = engine.ACTOR
 
@@ -57,6 +58,7 @@ def read_all(grads: em.Gradients, tensors: list) -> list[np.ndarray]:
 
 # ----- the cache -------------------------------------------------------------------------
 
+@lazy_only
 def test_the_second_identical_step_replays_the_first_ones_plan():
     device = em.cpu(0).autodiff()
     values = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
@@ -153,6 +155,7 @@ def _train(make: Callable, device: em.Device, x: np.ndarray, steps: int) -> list
 @pytest.mark.parametrize("make, shape", [(_mlp, (4, 6)), (_SmallCNN, (2, 3, 8, 8)),
                                          (_Encoder, (2, 5, 8))], ids=["mlp", "cnn", "encoder"])
 @pytest.mark.parametrize("checkpointing", [None, "balanced"])
+@lazy_only
 def test_replayed_gradients_are_the_walks_bit_for_bit(make, shape, checkpointing):
     device = em.cpu(0).autodiff(checkpointing)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
@@ -172,6 +175,7 @@ def test_replayed_gradients_are_the_walks_bit_for_bit(make, shape, checkpointing
 
 
 @pytest.mark.parametrize("checkpointing", [None, "balanced"])
+@lazy_only
 def test_a_multi_output_op_with_an_unused_output_replays(checkpointing):
     device = em.cpu(0).autodiff(checkpointing)
     values = np.arange(12, dtype=np.float64).reshape(3, 4) / 7.0
@@ -212,6 +216,7 @@ def _case(shape=(3, 4), dtype=np.float32, scale=2.0, op="tanh", track_b=False):
 @pytest.mark.parametrize("change", [{"shape": (2, 4)}, {"dtype": np.float64}, {"scale": 3.0},
                                     {"op": "sigmoid"}, {"track_b": True}],
                          ids=["shape", "dtype", "attr", "op", "tracked"])
+@lazy_only
 def test_a_changed_structure_walks_and_then_has_a_plan_of_its_own(change):
     _case()
     _case()
@@ -226,6 +231,7 @@ def test_a_changed_structure_walks_and_then_has_a_plan_of_its_own(change):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
+@lazy_only
 def test_minus_zero_and_zero_are_different_attrs():
     device = em.cpu(0).autodiff()
     signs = []
@@ -238,6 +244,7 @@ def test_minus_zero_and_zero_are_different_attrs():
     assert counts()[:2] == (2, 2)
 
 
+@lazy_only
 def test_a_value_shared_when_recorded_but_not_now_walks():
     """The plan names a kept tensor by one of its places; where the places the recording
     shared now hold different tensors, the plan does not apply."""
@@ -277,6 +284,7 @@ def _splitting_backward(ctx, grad):
     return (em.cat([first * 2.0, rest * 3.0]),)
 
 
+@lazy_only
 def test_a_walk_that_splits_replays_the_multi_output_message():
     device = em.cpu(0).autodiff()
     for step in range(3):
@@ -290,6 +298,7 @@ def test_a_walk_that_splits_replays_the_multi_output_message():
     assert any(step[0] == plans._MULTI for step in plan.steps)
 
 
+@lazy_only
 def test_a_walk_that_uploads_a_constant_replays_it():
     device = em.cpu(0).autodiff()
     for step in range(3):
@@ -318,6 +327,7 @@ def _unreplayable_backward(ctx, grad):
     return (grad * 3.0,)
 
 
+@lazy_only
 def test_a_graph_through_a_rule_marked_replay_false_always_walks():
     device = em.cpu(0).autodiff()
     _rule_runs.clear()
@@ -329,6 +339,7 @@ def test_a_graph_through_a_rule_marked_replay_false_always_walks():
     assert counts() == (0, 3, 0) and ACTOR.statistics().plans_cached == 0
 
 
+@lazy_only
 def test_a_walk_that_moves_gradients_between_devices_is_not_replayed():
     src, dst = em.cpu(0).autodiff(), em.cpu(1).autodiff()
     values = np.array([0.5, -1.0, 2.0])
@@ -362,6 +373,7 @@ def _failing_step(values: list) -> em.Tensor:
     return x.grad(y.sum().backward())
 
 
+@lazy_only
 def test_a_failed_forward_value_reaches_the_reader_under_replay_as_under_a_walk():
     np.testing.assert_array_equal(_failing_step([1.0, 2.0]).numpy(), [4.0, 8.0])  # records
     errors = []

@@ -16,6 +16,7 @@ import ember as em
 from ember.actors.step_graphs import StepGraphs, signature
 from ember.ir import Call, Drop
 from tests.cuda import gpu
+from tests.runtime_mode import lazy_only
 
 _fresh = itertools.count(900)
 
@@ -82,6 +83,7 @@ def test_signature_renumbers_ids_and_keeps_sizes_dtypes_and_scalars() -> None:
     assert signature(first, {1: ((4,), "float32")}.get) is None  # input 2 unknown (failed)
 
 
+@lazy_only
 def test_a_step_runs_then_is_captured_then_replays() -> None:
     capturer = RecordingCapturer()
     device = device_with(capturer)
@@ -102,6 +104,7 @@ def test_a_step_runs_then_is_captured_then_replays() -> None:
     assert capturer.calls[3:].count("copy_into") == 1
 
 
+@lazy_only
 def test_outputs_still_held_are_copied_out_before_a_replay() -> None:
     capturer = RecordingCapturer()
     device = device_with(capturer)
@@ -119,6 +122,7 @@ def test_outputs_still_held_are_copied_out_before_a_replay() -> None:
     assert em.stats(device).bytes_held == held  # copies and graph outputs counted once
 
 
+@lazy_only
 def test_a_step_that_replaces_its_input_copies_nothing_out() -> None:
     """A parameter update: the step reads the last replay's output and drops it. It is
     copied into the graph's input before the launch overwrites it, and never read again."""
@@ -147,6 +151,7 @@ def test_other_shapes_or_scalars_are_other_steps() -> None:
     assert em.graphed(lambda: None, device).graph_stats()["captures"] == 0
 
 
+@lazy_only
 def test_a_refused_capture_runs_the_step_as_it_is_from_then_on() -> None:
     capturer = RecordingCapturer(graph=None)  # the backend ends every capture empty-handed
     device = device_with(capturer)
@@ -174,6 +179,7 @@ def test_a_read_inside_a_step_runs_it_at_once_uncaptured() -> None:
     assert capturer.calls == []
 
 
+@lazy_only
 def test_an_upload_inside_a_step_runs_ahead_of_it_as_an_input() -> None:
     """A value the step uploads (its own, or a loader thread's meanwhile) reads nothing:
     it runs before the step, which reads it as an input and still replays."""
@@ -245,6 +251,7 @@ def test_replayed_encoder_gradients_equal_eager_bits(cuda: em.Device) -> None:
 # ----- pure steps: replays that skip fn --------------------------------------------------
 
 
+@lazy_only
 def test_a_pure_step_replays_without_calling_fn() -> None:
     capturer = RecordingCapturer()
     device = device_with(capturer)
@@ -273,6 +280,7 @@ def test_a_pure_step_replays_without_calling_fn() -> None:
         step(x, [2.0])
 
 
+@lazy_only
 def test_a_pure_step_that_uploads_inside_keeps_calling_fn() -> None:
     """A value uploaded inside the step is new at every call: a replay would read the
     first one's (gone by then), so the step keeps running its function."""
@@ -290,6 +298,7 @@ def test_a_pure_step_that_uploads_inside_keeps_calling_fn() -> None:
     assert len(calls) == 5 and step.graph_stats()["captures"] == 1
 
 
+@lazy_only
 def test_a_pure_replay_reads_its_new_arguments() -> None:
     capturer = RecordingCapturer()
     device = device_with(capturer)
@@ -307,6 +316,7 @@ def test_a_pure_replay_reads_its_new_arguments() -> None:
         step(failed).numpy()  # an argument that failed fails the results
 
 
+@lazy_only
 def test_a_pure_step_called_with_one_tensor_twice_is_another_graph() -> None:
     """Captured as f(x, x), the graph has one input: f(x, y) must not replay it."""
     capturer = RecordingCapturer()
@@ -326,6 +336,7 @@ def test_a_pure_step_called_with_one_tensor_twice_is_another_graph() -> None:
     assert len(calls) == 3
 
 
+@lazy_only
 def test_a_pure_step_under_another_matmul_precision_is_another_graph() -> None:
     """A replay skips fn: the precision its matmuls were issued at must select the graph."""
     capturer = RecordingCapturer()
@@ -349,6 +360,7 @@ def test_a_pure_step_under_another_matmul_precision_is_another_graph() -> None:
     assert step.graph_stats()["replays"] == 2
 
 
+@lazy_only
 def test_a_pure_replay_fails_when_a_tensor_it_read_is_gone() -> None:
     device = device_with(RecordingCapturer())
     held = [em.ones(3, device=device)]
@@ -382,6 +394,7 @@ def test_pure_replays_of_an_encoder_forward_equal_eager_bits(cuda: em.Device) ->
     assert step.graph_stats()["replays"] >= 6
 
 
+@lazy_only
 def test_a_pure_step_whose_signature_was_captured_before_replays_alone() -> None:
     """Another model's copy of a captured step (the same ops, shapes and scalars) reuses
     its graph, and as a pure step skips fn from its second call on."""

@@ -32,6 +32,7 @@ from tests.fusion.test_fusion import (
     check_graph,
     compare_graph,
 )
+from tests.runtime_mode import lazy_only
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
@@ -151,6 +152,7 @@ def _both_ways(build, *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("name", sorted(_BINARY))
+@lazy_only
 def test_each_binary_op_compiled_is_bitwise_numpy_on_special_values(compile_small, name):
     a, b = _special_operands()
     fused, plain = _both_ways(lambda x, y: _BINARY[name](x * 1.0, y) + 0.0, a, b)
@@ -159,6 +161,7 @@ def test_each_binary_op_compiled_is_bitwise_numpy_on_special_values(compile_smal
 
 
 @pytest.mark.parametrize("name", sorted(_UNARY))
+@lazy_only
 def test_each_unary_op_compiled_is_bitwise_numpy_on_special_values(compile_small, name):
     a, _ = _special_operands()
     fused, plain = _both_ways(lambda x: _UNARY[name](x * 1.0) * 1.0, a)
@@ -173,6 +176,7 @@ def test_erf_compiled_equals_fast_erf_on_a_dense_grid(compile_small):
 
 
 @pytest.mark.parametrize("layout", ["row", "column", "scalar", "permuted", "sliced"])
+@lazy_only
 def test_broadcast_and_strided_inputs_compile_and_match(compile_small, layout):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((37, 1029), dtype=np.float32)
@@ -194,6 +198,7 @@ def test_broadcast_and_strided_inputs_compile_and_match(compile_small, layout):
     np.testing.assert_array_equal(fused, plain)
 
 
+@lazy_only
 def test_custom_gelu_compiles_into_one_group_and_uses_every_core(monkeypatch):
     """At its real size the group compiles by default, and its range is split."""
     monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
@@ -233,6 +238,7 @@ def test_ops_without_an_exact_c_rendering_keep_the_numpy_executor(compile_small)
 
 
 @pytest.mark.parametrize("shape", [(3, 70000), (200, 333), (5000,)])
+@lazy_only
 def test_runs_of_exact_ops_around_an_inexact_one_compile_as_pieces(unfused, compile_small,
                                                                    shape):
     """custom_gelu's forward and backward with a sin in it: one group that the sin splits
@@ -250,6 +256,7 @@ def test_runs_of_exact_ops_around_an_inexact_one_compile_as_pieces(unfused, comp
     assert len(compile_small) >= 2
 
 
+@lazy_only
 def test_the_source_names_its_ops_and_compiles_without_fma_or_fast_math(compile_small,
                                                                         monkeypatch):
     sources = []
@@ -266,6 +273,7 @@ def test_the_source_names_its_ops_and_compiles_without_fma_or_fast_math(compile_
     assert not any(flag.startswith("-ffast-math") or flag == "-Ofast" for flag in csource.FLAGS)
 
 
+@lazy_only
 def test_a_second_process_loads_the_compiled_library_from_disk(tmp_path):
     script = (
         "import numpy as np, ember as em\n"
@@ -296,6 +304,7 @@ def test_without_a_compiler_groups_run_on_numpy_and_status_says_why(monkeypatch)
     np.testing.assert_array_equal(y, _fast_erf(x_np * np.float32(2.0)) + np.float32(1.0))
 
 
+@lazy_only
 def test_a_failing_compiler_is_reported_and_groups_still_run(monkeypatch, tmp_path):
     monkeypatch.delenv("EMBER_CPU_COMPILE", raising=False)
     monkeypatch.setattr(compiled, "MIN_ELEMENTS", 0)
@@ -342,6 +351,7 @@ def test_a_forked_child_runs_compiled_groups_on_new_threads():
 
 
 @pytest.mark.parametrize("dtype, checkpointing", [("float32", None), ("float32", "balanced")])
+@lazy_only
 def test_gradients_through_compiled_pieces_match_unfused_bitwise(unfused, compile_small, dtype,
                                                                   checkpointing):
     """A block with gelu, layer norms, softmax, clamp and where, forward and backward: row
@@ -354,6 +364,7 @@ def test_gradients_through_compiled_pieces_match_unfused_bitwise(unfused, compil
     assert_same_bits(fused_run, reference)
 
 
+@lazy_only
 def test_devices_share_the_kernel_threads_without_waiting_on_each_other(monkeypatch):
     """Two CPU devices run compiled groups (whole and in pieces) at once from two threads;
     the shared pool of kernel threads never deadlocks and every result is right."""
@@ -387,6 +398,7 @@ def test_devices_share_the_kernel_threads_without_waiting_on_each_other(monkeypa
         np.testing.assert_allclose(pieces, expected_pieces, rtol=1e-6)
 
 
+@lazy_only
 def test_a_layer_norm_from_primitives_is_one_compiled_row_kernel(compile_small):
     """mean, sub, mul, mean, add, rsqrt, mul, mul, add over rows of 700: one C function,
     its means summed as NumPy sums (pairwise), bitwise the NumPy executor's result."""
@@ -430,6 +442,7 @@ def _extreme_rows(length: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("length", [1, 7, 16, 300, 4096])
+@lazy_only
 def test_compiled_max_and_min_rows_are_the_unfused_kernels_bits(compile_small, length):
     """max and min compile into row kernels: -0 orders below +0 and a NaN wins, in the
     compiled kernel and in the unfused one alike, whatever position the tie is in; over a
@@ -463,6 +476,7 @@ def test_compiled_max_and_min_rows_are_the_unfused_kernels_bits(compile_small, l
 
 
 @pytest.mark.parametrize("shape", [(700, 300), (4, 3, 4096), (64, 16_384)])
+@lazy_only
 def test_softmax_is_one_compiled_row_kernel_with_the_unfused_bits(compile_small, shape):
     rng = np.random.default_rng(10)
     x = (rng.standard_normal(shape) * 4).astype(np.float32)
@@ -477,6 +491,7 @@ def test_softmax_is_one_compiled_row_kernel_with_the_unfused_bits(compile_small,
 
 
 @pytest.mark.parametrize("length", [1, 7, 8, 9, 127, 128, 129, 300, 4096, 100_003])
+@lazy_only
 def test_compiled_sums_are_numpys_pairwise_sums_bit_for_bit(compile_small, length):
     """Rows of every length class of NumPy's pairwise summation (under 8, blocks up to
     128, halves above), with ±0, ±inf and NaN in some rows, summed and averaged in one
@@ -509,6 +524,7 @@ def test_the_disk_cache_of_libraries_stays_bounded(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "computed", "permuted"])
+@lazy_only
 def test_log_softmax_is_one_compiled_row_kernel_with_the_unfused_bits(compile_small, layout):
     """x - logsumexp(x): the row kernel's logsumexp is the unfused kernel's steps with
     ember's exp and log, bit for bit; rows of ±inf, NaN, a large shift and ±0."""

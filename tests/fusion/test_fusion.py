@@ -19,6 +19,7 @@ from ember.kernels.numpy.table import KERNELS
 from tests.fusion import graphs, programs
 from tests.fusion.batching import fresh_device, fresh_index, one_batch, step_counts
 from tests.fusion.programs import MB4, UnfusedWorker
+from tests.runtime_mode import lazy_only
 
 pytestmark = pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
                                 reason="EMBER_FUSION=0: fusion is off in this process")
@@ -96,6 +97,7 @@ def test_random_graphs_match_unfused_bitwise(unfused, no_fused_failures, graph):
 
 @settings(_GRAPH_SETTINGS, max_examples=60)
 @given(graph=graphs.graphs(graphs.INTEGER))
+@lazy_only
 def test_random_integer_graphs_match_unfused_including_failures(unfused, graph):
     check_graph(unfused, graph)
 
@@ -127,6 +129,7 @@ FIXED_GRAPH = {
 }
 
 
+@lazy_only
 def test_a_broadcasting_mixed_dtype_graph_fuses_and_matches(unfused):
     fused = programs.run_program("graph", {"graph": FIXED_GRAPH, "device_index": fresh_index()})
     reference = unfused.run("graph", graph=FIXED_GRAPH, device_index=0)
@@ -148,6 +151,7 @@ DONATED_GRAPH = {
 }
 
 
+@lazy_only
 def test_a_donated_buffer_stays_with_its_output(unfused):
     fused = programs.run_program("graph", {"graph": DONATED_GRAPH, "device_index": fresh_index()})
     reference = unfused.run("graph", graph=DONATED_GRAPH, device_index=0)
@@ -157,6 +161,7 @@ def test_a_donated_buffer_stays_with_its_output(unfused):
 
 @pytest.mark.parametrize("dtype, checkpointing", [("float32", None), ("float64", None),
                                                    ("float32", "balanced")])
+@lazy_only
 def test_gradients_match_unfused_bitwise(unfused, dtype, checkpointing):
     args = {"device_index": fresh_index(), "dtype": dtype, "checkpointing": checkpointing}
     fused = programs.run_program("block_grads", args)
@@ -168,6 +173,7 @@ def test_gradients_match_unfused_bitwise(unfused, dtype, checkpointing):
 
 # ----- fusion happens -------------------------------------------------------------------
 
+@lazy_only
 def test_gelu_of_affine_is_one_group():
     device = fresh_device()
     x_np, w_np, b_np = _arrays()
@@ -176,6 +182,7 @@ def test_gelu_of_affine_is_one_group():
     assert counts == {"groups": 1, "ops_fused": 3, "kernels_launched": 1}
 
 
+@lazy_only
 def test_a_chain_of_ten_is_one_group():
     device = fresh_device()
     x_np, w_np, b_np = _arrays(1)
@@ -202,6 +209,7 @@ def test_a_chain_of_ten_is_one_group():
 
 
 @pytest.mark.parametrize("middle", ["matmul", "sum over rows"])
+@lazy_only
 def test_a_non_elementwise_op_splits_the_chain(middle):
     device = fresh_device()
     x_np, w_np, _ = _arrays(2)
@@ -221,6 +229,7 @@ def test_a_non_elementwise_op_splits_the_chain(middle):
     assert counts["kernels_launched"] == 3
 
 
+@lazy_only
 def test_long_chains_and_wide_sums_split_into_groups_and_match(unfused):
     fused = programs.run_program("long_and_wide", {"device_index": fresh_index()})
     reference = unfused.run("long_and_wide", device_index=0)
@@ -230,6 +239,7 @@ def test_long_chains_and_wide_sums_split_into_groups_and_match(unfused):
     assert_same_bits(fused, reference)
 
 
+@lazy_only
 def test_a_repeated_structure_hits_the_plan_cache():
     device = fresh_device()
     x_np, w_np, b_np = _arrays(3)
@@ -244,6 +254,7 @@ def test_a_repeated_structure_hits_the_plan_cache():
 # ----- liveness: what is materialized ---------------------------------------------------
 
 @pytest.mark.parametrize("keep_all", [False, True], ids=["chain", "list-then-del"])
+@lazy_only
 def test_dropped_intermediates_are_never_materialized(unfused, keep_all):
     index = fresh_index()  # fresh in both processes: peak_bytes_held is a high-water mark
     fused = programs.run_program("chain_peak", {"device_index": index, "keep_all": keep_all})
@@ -256,6 +267,7 @@ def test_dropped_intermediates_are_never_materialized(unfused, keep_all):
     assert_same_bits(fused, reference, skip=("d_", "growth"))
 
 
+@lazy_only
 def test_live_intermediates_are_materialized_and_correct(unfused):
     fused = programs.run_program("intermediates", {"device_index": fresh_index()})
     reference = unfused.run("intermediates", device_index=0)
@@ -271,6 +283,7 @@ def test_live_intermediates_are_materialized_and_correct(unfused):
                                - x * 2.0, rtol=1e-6, atol=1e-6)
 
 
+@lazy_only
 def test_a_kept_middle_value_is_materialized_once_and_read_later():
     device = fresh_device()
     x_np, w_np, b_np = _arrays(4)
@@ -288,6 +301,7 @@ def test_a_kept_middle_value_is_materialized_once_and_read_later():
 
 # ----- failures -------------------------------------------------------------------------
 
+@lazy_only
 def test_failures_reach_the_same_readers_as_unfused(unfused):
     fused = programs.run_program("failures", {"device_index": fresh_index()})
     reference = unfused.run("failures", device_index=0)
@@ -302,6 +316,7 @@ def test_failures_reach_the_same_readers_as_unfused(unfused):
     assert_same_bits(fused, reference)
 
 
+@lazy_only
 def test_a_member_failing_inside_a_group_names_its_op_and_line(monkeypatch):
     device = fresh_device()
     x_np, w_np, _ = _arrays(5)
@@ -335,6 +350,7 @@ def test_a_member_failing_inside_a_group_names_its_op_and_line(monkeypatch):
 
 # ----- observability --------------------------------------------------------------------
 
+@lazy_only
 def test_trace_shows_one_group_event_with_its_members_and_sites():
     device = fresh_device()
     x_np, w_np, b_np = _arrays(6)

@@ -16,6 +16,7 @@ from tests.cuda.gpu import needs_nvcc, ptx_of
 from tests.cuda.groups import SITE, plan
 from tests.fusion.test_compiled import _both_ways, _special_operands, compile_small  # noqa: F401
 from tests.fusion.test_fusion import assert_same_bits
+from tests.runtime_mode import lazy_only
 
 _SHAPE = (64, 128)
 
@@ -35,6 +36,7 @@ def _gelu_cube_calls(n: float = 3.0) -> list[Call]:
     ]
 
 
+@lazy_only
 def test_x_cubed_compiles_to_c_without_pow(compile_small, monkeypatch):
     sources = []
     original = csource.render
@@ -53,6 +55,7 @@ def test_x_cubed_compiles_to_c_without_pow(compile_small, monkeypatch):
 
 
 @pytest.mark.parametrize("n", sorted(powers.LOWERED))
+@lazy_only
 def test_each_lowered_power_compiled_is_bitwise_the_unfused_kernel(compile_small, n):
     a, _ = _special_operands()
     with np.errstate(all="ignore"):

@@ -15,6 +15,7 @@ from ember.kernels.numpy import fused
 from ember.kernels.numpy.pool import BufferPool
 from tests.fusion.batching import fresh_device, one_batch, step_counts
 from tests.fusion.composites import layer_norm, numpy_layer_norm, numpy_softmax, softmax
+from tests.runtime_mode import lazy_only
 
 pytestmark = pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
                                 reason="EMBER_FUSION=0: fusion is off in this process")
@@ -30,6 +31,7 @@ def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             rng.standard_normal(SHAPE[-1], dtype=np.float32))
 
 
+@lazy_only
 def test_softmax_is_one_group_and_matches_numpy() -> None:
     device = fresh_device()
     x_np, _, _ = _data()
@@ -39,6 +41,7 @@ def test_softmax_is_one_group_and_matches_numpy() -> None:
     np.testing.assert_allclose(softmax(x).numpy(), numpy_softmax(x_np), rtol=1e-6, atol=1e-7)
 
 
+@lazy_only
 def test_layer_norm_is_one_group_and_matches_numpy() -> None:
     device = fresh_device()
     x_np, w_np, b_np = _data(1)
@@ -50,6 +53,7 @@ def test_layer_norm_is_one_group_and_matches_numpy() -> None:
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "var", "std", "logsumexp", "prod"])
+@lazy_only
 def test_each_reduction_joins_with_prologue_and_epilogue(name: str) -> None:
     device = fresh_device()
     x_np, w_np, _ = _data(2)
@@ -69,6 +73,7 @@ def test_each_reduction_joins_with_prologue_and_epilogue(name: str) -> None:
     np.testing.assert_allclose(block().numpy(), (x_np - reduced) * 2, rtol=2e-5, atol=2e-5)
 
 
+@lazy_only
 def test_a_reduction_without_keepdim_joins_through_a_reshape_and_an_expand() -> None:
     device = fresh_device()
     x_np, _, _ = _data(3)
@@ -84,6 +89,7 @@ def test_a_reduction_without_keepdim_joins_through_a_reshape_and_an_expand() -> 
     np.testing.assert_allclose(block().numpy(), want, rtol=1e-6)
 
 
+@lazy_only
 def test_views_of_inputs_are_index_maps_inside_the_group() -> None:
     device = fresh_device()
     x_np, w_np, b_np = _data(4)
@@ -100,6 +106,7 @@ def test_views_of_inputs_are_index_maps_inside_the_group() -> None:
     np.testing.assert_allclose(block().numpy(), np.tanh(x_np * w_np + x_np) * 0.5, rtol=1e-6)
 
 
+@lazy_only
 def test_a_reduction_over_leading_dims_closes_the_group() -> None:
     device = fresh_device()
     x_np, _, _ = _data(5)
@@ -115,6 +122,7 @@ def test_a_reduction_over_leading_dims_closes_the_group() -> None:
                                rtol=1e-5)
 
 
+@lazy_only
 def test_rows_longer_than_a_block_still_run_whole() -> None:
     device = fresh_device()
     x_np = np.random.default_rng(6).standard_normal((3, 100_003), dtype=np.float32)
@@ -124,6 +132,7 @@ def test_rows_longer_than_a_block_still_run_whole() -> None:
     np.testing.assert_allclose(softmax(x).numpy(), numpy_softmax(x_np), rtol=1e-5, atol=1e-9)
 
 
+@lazy_only
 def test_softmax_never_materializes_its_exponentials() -> None:
     device = fresh_device()
     x = em.tensor(np.zeros((64, 16_384), np.float32), device=device)  # 4 MB
@@ -224,6 +233,7 @@ def _run_and_read(device: em.Device, data: np.ndarray, build,
     return values["y"].ctypes.data == address, values
 
 
+@lazy_only
 def test_a_dying_input_holds_the_output_in_place() -> None:
     device = fresh_device()
     data = np.random.default_rng(7).standard_normal((512, 1024), dtype=np.float32)
@@ -337,6 +347,7 @@ def test_tiny_tensors_run_unfused_and_a_batch_of_them_is_not_planned() -> None:
     assert planner.plan(batch, lambda i: "float32", {1: s}.get) is batch
 
 
+@lazy_only
 def test_scratch_buffers_are_shared_only_between_values_of_one_shape(no_fused_failures):
     """One unblocked row group holds a (2048,) value and the 0-d sum, whose shapes end
     alike; a buffer of one must never serve the other (the group raised and ran unfused
@@ -352,6 +363,7 @@ def test_scratch_buffers_are_shared_only_between_values_of_one_shape(no_fused_fa
     assert em.stats(device).groups == before + 1
 
 
+@lazy_only
 def test_a_row_group_whose_input_is_read_only_through_a_view_runs_fused(no_fused_failures,
                                                                        monkeypatch):
     """The group reads x (700, 300) only as x.permute(1, 0), its prologue; the blocked

@@ -9,6 +9,7 @@ import pytest
 
 import ember as em
 from ember import nn, optim
+from tests.runtime_mode import lazy_only
 
 
 def _model_and_data(device):
@@ -30,6 +31,7 @@ def _model_and_data(device):
     (lambda p: optim.SGD(p, lr=0.1, momentum=0.9), True),
     (lambda p: optim.AdamW(p, lr=0.1, weight_decay=0.1), False),
 ])
+@lazy_only
 def test_a_failed_step_keeps_the_last_good_parameters_and_state(make, exact):
     device = em.cpu(0).autodiff()
     model, x, good, bad = _model_and_data(device)
@@ -114,6 +116,7 @@ print("finite", bool(np.isfinite(model(x).numpy()).all()))
 """
 
 
+@lazy_only
 def test_a_failed_step_in_a_fresh_process_ends_in_time_and_training_goes_on():
     import subprocess
     import sys

@@ -16,6 +16,7 @@ import ember as em
 from ember import nn, optim
 from ember.optim import actor as optimizer_actor
 from ember.optim.lr_scheduler import StepLR
+from tests.runtime_mode import lazy_only
 
 MAKERS = {
     "sgd": lambda p: optim.SGD(p, lr=0.1),
@@ -64,6 +65,7 @@ def _train(device, name: str, actors: bool, monkeypatch, steps: int = 4,
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", sorted(MAKERS))
+@lazy_only
 def test_the_actor_equals_the_callers_path_bit_for_bit(device, name, dtype, monkeypatch):
     before = optimizer_actor.ACTOR.messages
     with_actor = _train(device, name, True, monkeypatch, dtype=dtype)
@@ -101,6 +103,7 @@ def _hold(monkeypatch) -> tuple[threading.Event, threading.Event]:
     return reached, release
 
 
+@lazy_only
 def test_step_returns_before_the_update_is_issued_and_the_forward_sees_it(device,
                                                                            monkeypatch):
     params = _params(device)
@@ -187,6 +190,7 @@ def test_load_state_dict_after_steps_through_the_actor(device, monkeypatch):
     assert other_opt.state_dict()["params"][0]["state"]["step"] == 3
 
 
+@lazy_only
 def test_a_failing_update_reaches_the_readers_of_the_parameters(device, monkeypatch):
     params = _params(device)
     opt = optim.SGD(params, lr=0.1)
@@ -207,6 +211,7 @@ def test_a_failing_update_reaches_the_readers_of_the_parameters(device, monkeypa
     assert np.isfinite(fresh[0].value.numpy()).all()
 
 
+@lazy_only
 def test_what_cannot_be_promised_stays_on_the_callers_thread(device, monkeypatch):
     before = optimizer_actor.ACTOR.messages
     half = nn.Param(em.ones(4, device=device, dtype=em.float16))
@@ -223,6 +228,7 @@ def test_what_cannot_be_promised_stays_on_the_callers_thread(device, monkeypatch
     np.testing.assert_array_equal(p.value.numpy(), np.zeros(3, np.float32))
 
 
+@lazy_only
 def test_list_actors_names_the_optimizer_actor(device):
     p = nn.Param(em.ones(2, device=device))
     opt = optim.Adam([p], lr=0.1)
@@ -235,6 +241,7 @@ def test_list_actors_names_the_optimizer_actor(device):
     assert info.messages == before + 1 and info.queue_depth == 0
 
 
+@lazy_only
 def test_the_trace_shows_the_hand_off(device):
     p = nn.Param(em.ones(2, device=device))
     opt = optim.SGD([p], lr=0.1)
@@ -261,6 +268,7 @@ print(actor.ACTORS, actor.ACTOR.messages, p.value.numpy().tobytes().hex())
 """
 
 
+@lazy_only
 def test_ember_optimizer_actor_0_issues_on_the_caller_with_the_same_numbers():
     outs = {}
     for flag in ("0", "1"):

@@ -15,6 +15,7 @@ from ember import nn, optim
 from ember.actors.device_actor import DeviceActor
 from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
+from tests.runtime_mode import lazy_only
 
 torch = pytest.importorskip("torch")
 
@@ -303,6 +304,7 @@ KERNELS.setdefault("test_optim_gate", _gated_copy)
 
 
 @pytest.mark.parametrize("name", ALL)
+@lazy_only
 def test_step_returns_while_the_device_is_busy(name, monkeypatch):
     device = em.cpu(6).autodiff()
     model = nn.Linear(8, 4, device=device, dtype=em.float64)
@@ -365,6 +367,7 @@ def test_capturable_adam_round_trips_its_device_step(tmp_path):
 
 
 @pytest.mark.parametrize("capturable", [False, True])
+@lazy_only
 def test_only_a_capturable_adam_step_repeats_as_a_graph(capturable):
     """em.graphed captures a step whose kernels and scalars repeat: Adam's Python-float
     bias corrections change every step, a capturable Adam's live in a tensor, as does its

@@ -84,7 +84,7 @@ def test_a_rank_that_never_arrives_fails_the_read_instead_of_hanging(host_collec
     host_collectives.timeout_s = 0.2
     x = em.ones((4,), device=em.cpu(0))
     (out,) = multi_call("collective_all_reduce", (x,), ((4,),), (em.float32,),
-                        ((0, 1), 10**9, 0))
+                        ((0, 1), 10**9, 0), rendezvous=True)
     with pytest.raises(em.KernelError, match=r"collective_all_reduce failed.*rank\(s\) \[1\] "
                                              r"did not arrive"):
         out.numpy()

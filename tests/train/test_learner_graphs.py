@@ -14,6 +14,7 @@ from ember import nn, optim, train
 from ember.actors.step_graphs import StepGraphs
 from tests.cuda.test_graphs import RecordingCapturer
 from tests.train.test_learner import _blobs
+from tests.runtime_mode import lazy_only
 
 _fresh = itertools.count(1100)  # apart from the other tests' CPU devices
 
@@ -46,6 +47,7 @@ def sgd(params):
     return optim.SGD(params, lr=0.1, momentum=0.9)
 
 
+@lazy_only
 def test_a_capturable_optimizer_joins_the_step_in_one_graph() -> None:
     learner = fit([capturing_device()], capturable_adam)
     stats = learner._whole_step.graph_stats()
@@ -55,6 +57,7 @@ def test_a_capturable_optimizer_joins_the_step_in_one_graph() -> None:
     assert stats["refusals"] == 0
 
 
+@lazy_only
 def test_other_optimizers_leave_the_update_out_of_the_graph() -> None:
     learner = fit([capturing_device()], sgd)
     assert learner._whole_step is None
@@ -64,6 +67,7 @@ def test_other_optimizers_leave_the_update_out_of_the_graph() -> None:
 
 
 @pytest.mark.parametrize("options", [{"accumulation_steps": 2}, {"graphed": False}])
+@lazy_only
 def test_accumulation_or_graphed_false_keep_the_whole_step_apart(options) -> None:
     learner = fit([capturing_device()], capturable_adam, **options)
     assert learner._whole_step is None
@@ -74,6 +78,7 @@ def test_accumulation_or_graphed_false_keep_the_whole_step_apart(options) -> Non
         assert captures.graph_stats()["replays"] > FULL
 
 
+@lazy_only
 def test_each_replica_of_data_parallel_replays_its_own_step() -> None:
     devices = [capturing_device(), capturing_device()]
     learner = fit(devices, capturable_adam)
@@ -90,6 +95,7 @@ def test_devices_without_graphs_run_the_plain_step() -> None:
     assert np.isfinite(learner.history.train["loss"]).all()
 
 
+@lazy_only
 def test_a_pure_step_replays_without_running_its_python() -> None:
     learner = fit([capturing_device()], capturable_adam, graphed="pure")
     calls = []

@@ -13,6 +13,7 @@ import pytest
 
 import ember as em
 import ember.nn.functional as F
+from tests.runtime_mode import lazy_only
 
 WGPU = em.available("wgpu")
 pytestmark = pytest.mark.skipif(not WGPU, reason="no wgpu adapter")
@@ -129,6 +130,7 @@ def test_sort_rows_longer_than_a_block(n: int, descending: bool) -> None:
     lambda x, i: x[i],
     lambda x, i: x.scatter_add(0, i, x),
 ], ids=["gather", "index_select", "getitem", "scatter_add"])
+@lazy_only
 def test_out_of_range_index_fails_at_the_read(make) -> None:
     x = em.tensor(np.arange(3, dtype=np.float32), device=WGPU[0])
     result = make(x, em.tensor([0, 3, 1], device=WGPU[0]))
@@ -136,6 +138,7 @@ def test_out_of_range_index_fails_at_the_read(make) -> None:
         result.numpy()
 
 
+@lazy_only
 def test_index_checks_wait_for_a_read_of_what_they_spoil() -> None:
     """A gather's fault buffer is read when a value computed from it is, not at once:
     unrelated values read without it, and the spoiled ones fail with the op's error."""

@@ -13,6 +13,7 @@ import pytest
 
 import ember as em
 from ember.errors import DTypeError, KernelError
+from tests.runtime_mode import lazy_only
 
 WGPU = em.available("wgpu")
 pytestmark = pytest.mark.skipif(not WGPU, reason="no wgpu adapter (install a Vulkan driver, "
@@ -128,6 +129,7 @@ def test_one_pipeline_serves_every_size_and_scalar() -> None:
     assert rt.compiles == compiled
 
 
+@lazy_only
 def test_a_fused_chain_runs_as_one_kernel() -> None:
     x, w, b = _floats(64, 32), _floats(32), _floats(32)
     want = em.nn.functional.gelu(em.tensor(x) * em.tensor(w) + em.tensor(b)).numpy()
@@ -176,6 +178,7 @@ def test_matmul_of_transposed_and_batched_operands() -> None:
     np.testing.assert_allclose(got, a @ b.T, rtol=1e-4, atol=1e-4)
 
 
+@lazy_only
 def test_a_failing_op_reaches_only_its_reader() -> None:
     good = em.tensor(_floats(4), device=WGPU[0]) + 1
     bad = em.tensor(np.full(4, 2 ** 40)).to(WGPU[0]) + 1  # the move fails on the worker
@@ -241,6 +244,7 @@ def _std_ratio(x):
     (_softmax, 1), (_layer_norm, 3), (lambda x: em.nn.functional.log_softmax(x), 1),
     (_standardize, 1), (_std_ratio, 1),
 ], ids=["softmax", "layer_norm", "log_softmax", "var", "std"])
+@lazy_only
 def test_row_groups_run_as_one_kernel(fn, n_inputs: int) -> None:
     arrays = [_floats(4, 20, 70)] + [_floats(70) for _ in range(n_inputs - 1)]
     want = fn(*[em.tensor(a) for a in arrays]).numpy()
@@ -254,6 +258,7 @@ def test_row_groups_run_as_one_kernel(fn, n_inputs: int) -> None:
     assert after.kernels_launched - before.kernels_launched == 1
 
 
+@lazy_only
 def test_a_reduction_to_a_few_values_leaves_the_row_group() -> None:
     # One workgroup per row would put a whole loss on one workgroup: the mean runs alone.
     x, y = _floats(300, 400), _floats(300, 400)
@@ -265,6 +270,7 @@ def test_a_reduction_to_a_few_values_leaves_the_row_group() -> None:
     assert em.stats(WGPU[0]).groups - before.groups == 1  # the elementwise part
 
 
+@lazy_only
 def test_row_groups_with_kept_intermediates_and_row_inputs() -> None:
     x, scale = _floats(4, 20, 9), _floats(4, 20, 1)
     tx, ts = em.tensor(x, device=WGPU[0]), em.tensor(scale, device=WGPU[0])
@@ -345,6 +351,7 @@ def test_buffers_destroyed_past_the_pool_capacity_never_break_cached_bind_groups
         rt.pool.capacity = capacity
 
 
+@lazy_only
 def test_pipeline_compiles_show_in_traces() -> None:
     x = em.tensor(_floats(6), device=WGPU[0])
     with em.trace() as recording:
