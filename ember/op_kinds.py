@@ -95,6 +95,14 @@ def declare(kind: str, *names: str, scalar: str | None = None,
             JOINABLE.add(name)
 
 
+def undeclare(name: str) -> None:
+    """Take back the declaration of ``name`` (a probe op a test declared), from every set."""
+    found = DECLARED.pop(name, None)
+    if found is not None:
+        OPS[found.kind].discard(name)
+        JOINABLE.discard(name)
+
+
 def declare_rules(kind: str, rules: Mapping[str, DtypeRule], scalar: str | None = None) -> None:
     """Declare every op of a dtype rule table (op name -> rule) as ``kind``."""
     for name, rule in rules.items():

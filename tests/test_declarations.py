@@ -84,11 +84,12 @@ def test_an_op_declared_later_joins_the_planner_sets_at_once():
     try:
         op_kinds.declare(op_kinds.ELEMENTWISE, name, dtype_rule=op_kinds.DECLARED["exp"].dtype_rule)
         assert name in planner.ELEMENTWISE and name not in planner.REDUCTIONS
+        assert name in device_actor._JOINABLE  # the devices' batching sees it too
         assert op_kinds.undeclared([name, "exp", "nope"]) == ["nope"]
     finally:
-        op_kinds.DECLARED.pop(name, None)
-        op_kinds.OPS[op_kinds.ELEMENTWISE].discard(name)
-    assert name not in planner.ELEMENTWISE
+        op_kinds.undeclare(name)
+    assert name not in planner.ELEMENTWISE and name not in device_actor._JOINABLE
+    assert name not in op_kinds.DECLARED
 
 
 def test_declare_refuses_contradictions_and_unknown_words():
