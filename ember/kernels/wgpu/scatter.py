@@ -1,0 +1,150 @@
+"""WGSL ``scatter`` and ``scatter_reduce``: one invocation per line of the index.
+
+Both write into a copy of the input through ``index``'s grid: position ``c`` of
+``index`` sends ``src[c]`` to the output at ``c`` with its ``dim`` coordinate
+replaced by ``index[c]``. The positions sharing every coordinate but ``dim`` (a
+line) write only among themselves, so one invocation walks each line in order
+and no two invocations meet: no atomics. That is what makes them deterministic.
+WGSL has no float atomics, and a compare-and-swap loop (scatter_add's) would
+multiply float products in whatever order the device runs them; here every
+destination combines its sources in index order, as the CPU's ``ufunc.at``
+does, so float sums and products equal the CPU's bit for bit, and plain
+``scatter`` keeps the last write of a repeated index (the CPU's choice; PyTorch
+leaves it unspecified). The cost: a tensor with few lines (a 1-D scatter is one
+line) runs on few invocations.
+
+Index values outside ``[0, size)`` skip their element and fail the read with
+``scatter`` / ``scatter_reduce``'s ``IndexError``, through the same fault buffer
+as ``gather`` and ``scatter_add`` (fault_checks.py). float16 combines in f32 and
+rounds once; ``mean`` of integers floors, as the CPU's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.kernels.wgpu import codegen, sources
+from ember.kernels.wgpu.indexing import at_least_1d, dense
+from ember.kernels.wgpu.scalar_ops import HELPERS
+from ember.kernels.wgpu.strided import copy
+from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
+
+_HEADER = 9  # params before the four per-dim blocks; see _render
+_IDENTITY = {
+    ("sum", "f"): "0.0", ("sum", "i"): "0", ("mean", "f"): "0.0", ("mean", "i"): "0",
+    ("prod", "f"): "1.0", ("prod", "i"): "1",
+    ("amax", "f"): "bitcast<f32>(0xff800000u)", ("amax", "i"): "(-2147483647 - 1)",
+    ("amax", "b"): "false",
+    ("amin", "f"): "bitcast<f32>(0x7f800000u)", ("amin", "i"): "2147483647",
+    ("amin", "b"): "true",
+}
+_COMBINE = {
+    ("sum", "f"): "a + b", ("sum", "i"): "a + b", ("mean", "f"): "a + b", ("mean", "i"): "a + b",
+    ("prod", "f"): "a * b", ("prod", "i"): "a * b",
+    ("amax", "f"): "max_f(a, b)", ("amax", "i"): "max(a, b)", ("amax", "b"): "a || b",
+    ("amin", "f"): "min_f(a, b)", ("amin", "i"): "min(a, b)", ("amin", "b"): "a && b",
+}
+
+
+def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
+            rank: int) -> str:
+    """One invocation per line of ``index``; ``reduce`` None is the plain overwrite.
+
+    Params: n_lines, line length, the output's size along dim, the index / src / output
+    offsets, their strides along dim, then (size, index stride, src stride, output stride)
+    per other dim. Bindings: the output (in ``acc``), the fault buffer and, for ``mean``,
+    a count per output element (written only where an index points); index, src.
+    """
+    k = codegen.kind(acc)
+    mean = reduce == "mean"
+    walk = ["  var at = pi(3u); var s = pi(4u); var d = pi(5u); var rest: u32 = line;"]
+    for j in reversed(range(rank)):
+        size, *strides = (f"p{t}({_HEADER + 4 * j + n}u)" for n, t in enumerate("uiii"))
+        walk.append(f"  {{ let c = i32(rest % {size}); rest = rest / {size}; "
+                    f"at = at + c * {strides[0]}; s = s + c * {strides[1]}; "
+                    f"d = d + c * {strides[2]}; }}")
+
+    def each(body: list[str], check: bool) -> list[str]:
+        """A loop over the line's positions, ``p`` the output offset of each."""
+        bad = ["      out1[0] = 1;", "      out1[1] = picked;"] if check else []
+        return ["  for (var j = 0; j < pi(1u); j = j + 1) {",
+                "    let picked = in0[u32(at + j * pi(6u))];",
+                "    if (picked < 0 || picked >= pi(2u)) {", *bad, "      continue;", "    }",
+                "    let p = u32(d + picked * pi(8u));", *body, "  }"]
+
+    if reduce is None:  # move the bits
+        main = each(["    out0[p] = in1[u32(s + j * pi(7u))];"], True)
+        helpers, before, after = "", [], []
+    else:
+        value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
+                                src_dtype, acc)
+        helpers = "".join(HELPERS[name] + "\n" for name in ("isnan_f", "max_f", "min_f")
+                          if k == "f" and reduce in ("amax", "amin"))
+        register = codegen.register_type(acc)
+        helpers += (f"fn combine(a: {register}, b: {register}) -> {register} "
+                    f"{{ return {_COMBINE[reduce, k]}; }}\n")
+        old = codegen.load("out0", "p", acc)
+        main = each([f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
+                     *(["    out2[p] = out2[p] + 1;"] if mean else [])], True)
+        reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
+            if not include_self else []
+        before = each(reset + (["    out2[p] = 0;"] if mean else []), False) \
+            if reset or mean else []
+        after = []
+        if mean:
+            helpers += HELPERS["floordiv_i"] + "\n" if k == "i" else ""
+            divisor = "(count + 1)" if include_self else "count"
+            divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
+                       else codegen.store(f"{old} / f32({divisor})", acc))
+            after = each(["    let count = out2[p];",
+                          f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"], False)
+    writes = [acc, "int32"] + (["int32"] if mean else [])
+    reads = ["int32", src_dtype]
+    lines = [f"  let line: u32 = {codegen.LINEAR_INDEX.format(size=64)};",
+             "  if (line >= pu(0u)) { return; }", *walk, *before, *main, *after]
+    return (codegen.header([src_dtype, acc]) + helpers
+            + codegen.bindings(writes, reads, _HEADER + 4 * rank)
+            + codegen.ENTRY.format(size=64) + "\n".join(lines) + "\n}\n")
+
+
+def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, dim: int,
+             reduce: str | None, include_self: bool, shape: tuple[int, ...]) -> WgpuArray:
+    check_dtype(x.dtype, op, rt.name, rt.has_f16)
+    acc = "float32" if reduce is not None and x.dtype == "float16" else x.dtype
+    out = copy(rt, at_least_1d(x), acc)
+    picks = at_least_1d(dense(rt, index))
+    src = at_least_1d(src)
+    length = picks.shape[dim]
+    if picks.size:
+        others = [d for d in range(picks.ndim) if d != dim]
+        per_dim: list[int] = []
+        for d in others:
+            per_dim.extend((picks.shape[d], picks.strides[d], src.strides[d], out.strides[d]))
+        n_lines = picks.size // length
+        params = [n_lines, length, out.shape[dim], picks.offset, src.offset, out.offset,
+                  picks.strides[dim], src.strides[dim], out.strides[dim], *per_dim]
+        fault = rt.upload(np.zeros(2, np.int32))
+        writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
+        source = sources.source("scatter", (reduce, src.dtype, acc, include_self, len(others)),
+                                _render)
+        rt.dispatch(source, writes, [picks, src], params, rt.groups(n_lines, 64))
+        rt.faults.defer(fault, op, dim, out.shape[dim])
+    if acc != x.dtype:
+        out = copy(rt, out, x.dtype)
+    return out.view(shape, contiguous_strides(shape), out.offset)
+
+
+@kernel("scatter")
+def _scatter_kernel(msg: Any, rt: Any, x: WgpuArray, index: WgpuArray,
+                    src: WgpuArray) -> WgpuArray:
+    (dim,) = msg.attrs
+    return _scatter("scatter", rt, x, index, src, dim, None, True, msg.shape)
+
+
+@kernel("scatter_reduce")
+def _scatter_reduce(msg: Any, rt: Any, x: WgpuArray, index: WgpuArray,
+                    src: WgpuArray) -> WgpuArray:
+    dim, reduce, include_self = msg.attrs
+    return _scatter("scatter_reduce", rt, x, index, src, dim, reduce, include_self, msg.shape)
