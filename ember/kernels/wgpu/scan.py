@@ -6,12 +6,12 @@ cummin, the index it came from (the others carry a position they never use).
 An ``i`` of -1 marks the identity, so no op needs an identity value of its own.
 
 Many lines (or short ones): each invocation runs its line sequentially.
-A few long lines would leave the GPU idle, so they are cut into blocks of
-4096 elements, one workgroup each, in three passes: every block's total (a
-workgroup tree), the running totals of the blocks along each line (the
-sequential kernel, on a much shorter array), and the blocks again, each
-invocation scanning its 64 elements from the state its block and its
-neighbours (a workgroup scan) give it. The workgroup tree combines in no fixed
+A few long lines would leave the GPU idle (and lines past 65535 elements would
+outrun lavapipe's loop limit), so they are cut into blocks of 4096 elements,
+one workgroup each, in three passes: every block's total (a workgroup tree),
+the running totals of the blocks along each line (the sequential kernel, on a
+much shorter array), and the blocks again, each invocation scanning its 64
+elements from the state its block and its neighbours (a workgroup scan) give it. The workgroup tree combines in no fixed
 left-to-right order, so every combine is commutative: cummax / cummin break
 ties by the larger index (PyTorch's last index of equal values; NaN beats every
 number and, among NaNs, the later one wins). Floats accumulate in f32 (float16
@@ -34,16 +34,27 @@ _BLOCK = _PER_INVOCATION * _WORKGROUP
 # a GPU has cores to spare, more elements than one invocation should walk alone).
 _BLOCKED_MAX_LINES = 1024
 _BLOCKED_MIN_LENGTH = 2 * _BLOCK
+# lavapipe (Mesa's gallivm) ends any loop after 65535 iterations: longer lines scan in blocks.
+_LONGEST_LOOP = 65535
 
 _INDEXED = ("cummax", "cummin")
 # The value part of combine(a, b) of the arithmetic scans.
 _ARITHMETIC = {"cumsum": "a.v + b.v", "cumprod": "a.v * b.v",
                "logcumsumexp": "logaddexp_f(a.v, b.v)"}
-_LOGADDEXP = """fn logaddexp_f(a: f32, b: f32) -> f32 {
-  if (isnan_f(a) || isnan_f(b)) { return a + b; }
-  if (a == b) { return a + 0.6931471805599453; }  // also both infinite: a - b would be NaN
-  return max(a, b) + log1p_f(exp(-abs(a - b)));
-}
+
+# log(1 + x) for x in [0, 1] as 2 atanh(x / (2 + x)), a series in z**2 <= 1/9 (terms to
+# z**17: below f32's rounding): WGSL's log is only absolutely accurate (2**-21) near 1,
+# too coarse when the running value is near 0 and the term added is small.
+_TERMS = " + w * (".join(f"{1 / (2 * k + 1)!r}" for k in range(1, 9))
+_LOGADDEXP = f"""fn log1p_unit(x: f32) -> f32 {{
+  let z = x / (2.0 + x); let w = z * z;
+  return 2.0 * z * (1.0 + w * ({_TERMS}{")" * 8});
+}}
+fn logaddexp_f(a: f32, b: f32) -> f32 {{
+  if (isnan_f(a) || isnan_f(b)) {{ return a + b; }}
+  if (a == b) {{ return a + 0.6931471805599453; }}  // also both infinite: a - b would be NaN
+  return max(a, b) + log1p_unit(exp(-abs(a - b)));
+}}
 """
 
 
@@ -60,7 +71,7 @@ def _state(op: str, acc: str) -> str:
     floats = value == "f32"
     text = f"struct State {{ v: {value}, i: i32 }}\n"
     if floats:
-        text += HELPERS["isnan_f"] + "\n" + HELPERS["isinf_f"] + "\n"
+        text += HELPERS["isnan_f"] + "\n"
     body = ["  if (a.i < 0) { return b; }", "  if (b.i < 0) { return a; }"]
     if op in _INDEXED:
         beats = ">" if op == "cummax" else "<"
@@ -73,7 +84,7 @@ def _state(op: str, acc: str) -> str:
                  "  return a;"]
     else:
         if op == "logcumsumexp":
-            text += HELPERS["log1p_f"] + "\n" + _LOGADDEXP
+            text += _LOGADDEXP
         body.append(f"  return State({_ARITHMETIC[op]}, max(a.i, b.i));")
     return text + "fn combine(a: State, b: State) -> State {\n" + "\n".join(body) + "\n}\n"
 
@@ -195,7 +206,8 @@ def _scan(op: str, rt: Any, x: WgpuArray, axis: int, out_dtype: str) -> list[Wgp
     for d in others:
         per_dim.extend((x.shape[d], x.strides[d], out_strides[d]))
     key = (op, x.dtype, out_dtype, len(others))
-    if n_lines > _BLOCKED_MAX_LINES or length < _BLOCKED_MIN_LENGTH:
+    if length < _BLOCKED_MIN_LENGTH or (n_lines > _BLOCKED_MAX_LINES
+                                        and length <= _LONGEST_LOOP):
         params = [n_lines, length, x.offset, x.strides[axis], *per_dim, out_strides[axis]]
         source = sources.source("scan-lines", (*key, False), _render_lines)
         rt.dispatch(source, outs, [x], params, rt.groups(n_lines, 64))

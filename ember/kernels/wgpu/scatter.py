@@ -31,7 +31,11 @@ from ember.kernels.wgpu.scalar_ops import HELPERS
 from ember.kernels.wgpu.strided import copy
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
 
-_HEADER = 9  # params before the four per-dim blocks; see _render
+_HEADER = 12  # params before the four per-dim blocks; see _render
+# Positions of a line one dispatch walks: lavapipe (Mesa's gallivm) ends any loop after
+# 65535 iterations, so a long line runs as consecutive dispatches, which keep its order.
+_CHUNK = 1 << 14
+_RESET, _COMBINE_PHASE, _DIVIDE = 0, 1, 2
 _IDENTITY = {
     ("sum", "f"): "0.0", ("sum", "i"): "0", ("mean", "f"): "0.0", ("mean", "i"): "0",
     ("prod", "f"): "1.0", ("prod", "i"): "1",
@@ -53,8 +57,9 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
     """One invocation per line of ``index``; ``reduce`` None is the plain overwrite.
 
     Params: n_lines, line length, the output's size along dim, the index / src / output
-    offsets, their strides along dim, then (size, index stride, src stride, output stride)
-    per other dim. Bindings: the output (in ``acc``), the fault buffer and, for ``mean``,
+    offsets, their strides along dim, the first and last + 1 positions to walk, the phase
+    (reset the positions written to the identity, combine, divide the means), then (size,
+    index stride, src stride, output stride) per other dim. Bindings: the output (in ``acc``), the fault buffer and, for ``mean``,
     a count per output element (written only where an index points); index, src.
     """
     k = codegen.kind(acc)
@@ -66,16 +71,17 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
                     f"at = at + c * {strides[0]}; s = s + c * {strides[1]}; "
                     f"d = d + c * {strides[2]}; }}")
 
-    def each(body: list[str], check: bool) -> list[str]:
-        """A loop over the line's positions, ``p`` the output offset of each."""
-        bad = ["      out1[0] = 1;", "      out1[1] = picked;"] if check else []
-        return ["  for (var j = 0; j < pi(1u); j = j + 1) {",
+    def each(phase: int, body: list[str]) -> list[str]:
+        """A loop over the dispatch's positions, ``p`` the output offset of each."""
+        bad = ["      out1[0] = 1;", "      out1[1] = picked;"] if phase == _COMBINE_PHASE else []
+        return [f"  if (pu(11u) == {phase}u) {{",
+                "  for (var j = pi(9u); j < pi(10u); j = j + 1) {",
                 "    let picked = in0[u32(at + j * pi(6u))];",
                 "    if (picked < 0 || picked >= pi(2u)) {", *bad, "      continue;", "    }",
-                "    let p = u32(d + picked * pi(8u));", *body, "  }"]
+                "    let p = u32(d + picked * pi(8u));", *body, "  }", "  }"]
 
     if reduce is None:  # move the bits
-        main = each(["    out0[p] = in1[u32(s + j * pi(7u))];"], True)
+        main = each(_COMBINE_PHASE, ["    out0[p] = in1[u32(s + j * pi(7u))];"])
         helpers, before, after = "", [], []
     else:
         value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
@@ -86,11 +92,12 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
         helpers += (f"fn combine(a: {register}, b: {register}) -> {register} "
                     f"{{ return {_COMBINE[reduce, k]}; }}\n")
         old = codegen.load("out0", "p", acc)
-        main = each([f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
-                     *(["    out2[p] = out2[p] + 1;"] if mean else [])], True)
+        main = each(_COMBINE_PHASE,
+                    [f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
+                     *(["    out2[p] = out2[p] + 1;"] if mean else [])])
         reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
             if not include_self else []
-        before = each(reset + (["    out2[p] = 0;"] if mean else []), False) \
+        before = each(_RESET, reset + (["    out2[p] = 0;"] if mean else [])) \
             if reset or mean else []
         after = []
         if mean:
@@ -98,8 +105,8 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
             divisor = "(count + 1)" if include_self else "count"
             divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
                        else codegen.store(f"{old} / f32({divisor})", acc))
-            after = each(["    let count = out2[p];",
-                          f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"], False)
+            after = each(_DIVIDE, ["    let count = out2[p];",
+                                   f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
     writes = [acc, "int32"] + (["int32"] if mean else [])
     reads = ["int32", src_dtype]
     lines = [f"  let line: u32 = {codegen.LINEAR_INDEX.format(size=64)};",
@@ -123,13 +130,19 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
         for d in others:
             per_dim.extend((picks.shape[d], picks.strides[d], src.strides[d], out.strides[d]))
         n_lines = picks.size // length
-        params = [n_lines, length, out.shape[dim], picks.offset, src.offset, out.offset,
-                  picks.strides[dim], src.strides[dim], out.strides[dim], *per_dim]
+        head = [n_lines, length, out.shape[dim], picks.offset, src.offset, out.offset,
+                picks.strides[dim], src.strides[dim], out.strides[dim]]
         fault = rt.upload(np.zeros(2, np.int32))
         writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
         source = sources.source("scatter", (reduce, src.dtype, acc, include_self, len(others)),
                                 _render)
-        rt.dispatch(source, writes, [picks, src], params, rt.groups(n_lines, 64))
+        phases = ([_RESET] if reduce == "mean" or (reduce and not include_self) else []) \
+            + [_COMBINE_PHASE] + ([_DIVIDE] if reduce == "mean" else [])
+        for phase in phases:
+            for begin in range(0, length, _CHUNK):
+                rt.dispatch(source, writes, [picks, src],
+                            [*head, begin, min(length, begin + _CHUNK), phase, *per_dim],
+                            rt.groups(n_lines, 64))
         rt.faults.defer(fault, op, dim, out.shape[dim])
     if acc != x.dtype:
         out = copy(rt, out, x.dtype)
