@@ -187,9 +187,8 @@ def test_scatter_reduce_propagates_nan_and_infinities(reduce: str) -> None:
     src = np.array([np.nan, 3.0, np.inf, 4.0, -1.0, 0.0], np.float32)
     index = np.array([0, 1, 2, 2, 3, 4])
     for include_self in (True, False):
-        pairs = _both(lambda d, t, i, s: t.scatter_reduce(0, i, s, reduce,
-                                                          include_self=include_self),
-                      x, index, src)
+        pairs = _both(lambda d, t, i, s, inc=include_self: t.scatter_reduce(
+            0, i, s, reduce, include_self=inc), x, index, src)
         _assert_same(pairs, exact=True)
 
 
@@ -212,9 +211,8 @@ def test_integer_mean_floors_and_counts_include_self() -> None:
     index = np.array([0, 0, 2, 3, 3])
     src = np.array([-3, 4, 5, 4, 2], np.int32)
     for include_self in (True, False):
-        pairs = _both(lambda d, t, i, s: t.scatter_reduce(0, i, s, "mean",
-                                                          include_self=include_self),
-                      x, index, src)
+        pairs = _both(lambda d, t, i, s, inc=include_self: t.scatter_reduce(
+            0, i, s, "mean", include_self=inc), x, index, src)
         _assert_same(pairs, exact=True)
     assert pairs[0][0].tolist() == [0, 7, 5, 3]  # include_self=False: floor(1 / 2) = 0
 

@@ -11,10 +11,11 @@ outrun lavapipe's loop limit), so they are cut into blocks of 4096 elements,
 one workgroup each, in three passes: every block's total (a workgroup tree),
 the running totals of the blocks along each line (the sequential kernel, on a
 much shorter array), and the blocks again, each invocation scanning its 64
-elements from the state its block and its neighbours (a workgroup scan) give it. The workgroup tree combines in no fixed
-left-to-right order, so every combine is commutative: cummax / cummin break
-ties by the larger index (PyTorch's last index of equal values; NaN beats every
-number and, among NaNs, the later one wins). Floats accumulate in f32 (float16
+elements from the state its block and its neighbours (a workgroup scan) give it.
+The workgroup tree combines in no fixed left-to-right order, so every combine
+is commutative: cummax / cummin break ties by the larger index (PyTorch's last
+index of equal values; NaN beats every number and, among NaNs, the later one
+wins). Floats accumulate in f32 (float16
 rounds once on output), integers in i32; logcumsumexp adds in log space from the
 larger term, so nothing overflows.
 """
@@ -119,8 +120,8 @@ def _render_lines(op: str, in_dtype: str, out_dtype: str, rank: int, carried: bo
              f"  var total = {_identity(acc)};",
              "  for (var k = 0u; k < pu(1u); k = k + 1u) {",
              f"    total = combine(total, State({value}, {position}));",
-             f"    out0[{at}] = "
-             f"{codegen.store(codegen.convert('total.v', acc, out_dtype), out_dtype)};",
+             (f"    out0[{at}] = "
+              f"{codegen.store(codegen.convert('total.v', acc, out_dtype), out_dtype)};"),
              *([f"    out1[{at}] = total.i;"] if indexed else []),
              "    src = src + pi(3u);", "  }"]
     writes = [out_dtype] + (["int64"] if indexed else [])
@@ -169,14 +170,14 @@ def _render_blocks(op: str, in_dtype: str, out_dtype: str, rank: int, finish: bo
                   "    workgroupBarrier();", "  }",
                   f"  var running = {identity};",
                   "  if (lid > 0u) { running = sh[lid - 1u]; }",
-                  f"  if (block > 0u) {{ running = combine(State({before}, {before_index}), "
-                  "running); }",
+                  (f"  if (block > 0u) {{ running = combine(State({before}, {before_index}), "
+                   "running); }"),
                   f"  for (var k = 0u; k < {_PER_INVOCATION}u; k = k + 1u) {{",
                   "    let e = first + k;",
                   "    if (e < pu(1u)) {",
                   f"      running = combine(running, State({value}, i32(e)));",
-                  f"      out0[{at}] = "
-                  f"{codegen.store(codegen.convert('running.v', acc, out_dtype), out_dtype)};",
+                  (f"      out0[{at}] = "
+                   f"{codegen.store(codegen.convert('running.v', acc, out_dtype), out_dtype)};"),
                   *([f"      out1[{at}] = running.i;"] if indexed else []),
                   "    }", "  }"]
         writes = [out_dtype] + (["int64"] if indexed else [])

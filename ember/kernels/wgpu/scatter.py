@@ -35,7 +35,7 @@ _HEADER = 12  # params before the four per-dim blocks; see _render
 # Positions of a line one dispatch walks: lavapipe (Mesa's gallivm) ends any loop after
 # 65535 iterations, so a long line runs as consecutive dispatches, which keep its order.
 _CHUNK = 1 << 14
-_RESET, _COMBINE_PHASE, _DIVIDE = 0, 1, 2
+_RESET_PHASE, _COMBINE_PHASE, _DIVIDE_PHASE = 0, 1, 2
 _IDENTITY = {
     ("sum", "f"): "0.0", ("sum", "i"): "0", ("mean", "f"): "0.0", ("mean", "i"): "0",
     ("prod", "f"): "1.0", ("prod", "i"): "1",
@@ -59,8 +59,9 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
     Params: n_lines, line length, the output's size along dim, the index / src / output
     offsets, their strides along dim, the first and last + 1 positions to walk, the phase
     (reset the positions written to the identity, combine, divide the means), then (size,
-    index stride, src stride, output stride) per other dim. Bindings: the output (in ``acc``), the fault buffer and, for ``mean``,
-    a count per output element (written only where an index points); index, src.
+    index stride, src stride, output stride) per other dim. Bindings: the output (in
+    ``acc``), the fault buffer and, for ``mean``, a count per output element (written only
+    where an index points); index, src.
     """
     k = codegen.kind(acc)
     mean = reduce == "mean"
@@ -97,7 +98,7 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
                      *(["    out2[p] = out2[p] + 1;"] if mean else [])])
         reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
             if not include_self else []
-        before = each(_RESET, reset + (["    out2[p] = 0;"] if mean else [])) \
+        before = each(_RESET_PHASE, reset + (["    out2[p] = 0;"] if mean else [])) \
             if reset or mean else []
         after = []
         if mean:
@@ -105,7 +106,7 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
             divisor = "(count + 1)" if include_self else "count"
             divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
                        else codegen.store(f"{old} / f32({divisor})", acc))
-            after = each(_DIVIDE, ["    let count = out2[p];",
+            after = each(_DIVIDE_PHASE, ["    let count = out2[p];",
                                    f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
     writes = [acc, "int32"] + (["int32"] if mean else [])
     reads = ["int32", src_dtype]
@@ -136,8 +137,8 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
         writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
         source = sources.source("scatter", (reduce, src.dtype, acc, include_self, len(others)),
                                 _render)
-        phases = ([_RESET] if reduce == "mean" or (reduce and not include_self) else []) \
-            + [_COMBINE_PHASE] + ([_DIVIDE] if reduce == "mean" else [])
+        phases = ([_RESET_PHASE] if reduce == "mean" or (reduce and not include_self) else []) \
+            + [_COMBINE_PHASE] + ([_DIVIDE_PHASE] if reduce == "mean" else [])
         for phase in phases:
             for begin in range(0, length, _CHUNK):
                 rt.dispatch(source, writes, [picks, src],
