@@ -258,3 +258,30 @@ def test_gradients_match_the_cpu(fn, arrays) -> None:
     got = _gradients(fn, arrays, WGPU[0])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_forwards_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 3.0, 3.0, np.nan, 2.0, np.nan, 0.0, -0.0],
+                  [0.0, -0.0, -1.0, -1.0, 4.0, 4.0, -np.inf, 5.0]], np.float32)
+    t = em.tensor(x, device=WGPU[0])
+    for op in ("cummax", "cummin"):
+        values, indices = getattr(t, op)(1)
+        want = getattr(torch.from_numpy(x), op)(1)
+        np.testing.assert_array_equal(values.numpy(), want.values.numpy())
+        np.testing.assert_array_equal(indices.numpy(), want.indices.numpy())
+    finite = np.nan_to_num(x, nan=0.5, neginf=-3.0)
+    for op in ("cumprod", "logcumsumexp", "cumsum"):
+        np.testing.assert_allclose(getattr(em.tensor(finite, device=WGPU[0]), op)(1).numpy(),
+                                   getattr(torch.from_numpy(finite), op)(1).numpy(), rtol=1e-6)
+    base, src = _values((3, 5), "float32"), _values((4, 6), "float32")
+    index = _index((3, 5), (4, 5), 0)
+    for reduce in REDUCES:
+        for include_self in (True, False):
+            got = em.tensor(base, device=WGPU[0]).scatter_reduce(
+                0, em.tensor(index, device=WGPU[0]), em.tensor(src, device=WGPU[0]), reduce,
+                include_self=include_self).numpy()
+            want = torch.from_numpy(base).scatter_reduce(
+                0, torch.from_numpy(index), torch.from_numpy(src), reduce,
+                include_self=include_self).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
