@@ -285,3 +285,25 @@ def test_forwards_match_torch() -> None:
                 0, torch.from_numpy(index), torch.from_numpy(src), reduce,
                 include_self=include_self).numpy()
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_extremes_by_atomics_are_order_free_to_the_bit(reduce: str) -> None:
+    """amax / amin land in any order: NaN and signed zeros have rules of their own, so
+    every run gives the same bits (+0 beats -0 in amax, -0 beats +0 in amin)."""
+    src = np.where(RNG.random(200_000) < 0.5, 0.0, -0.0).astype(np.float32)
+    src[RNG.integers(0, src.size, 50)] = np.nan
+    index = RNG.integers(0, 40, src.size)
+    index[np.isnan(src)] = RNG.integers(0, 20, int(np.isnan(src).sum()))  # bins 20.. no NaN
+    x = np.zeros(40, np.float32)
+    runs = [em.tensor(x, device=WGPU[0]).scatter_reduce(
+        0, em.tensor(index, device=WGPU[0]), em.tensor(src, device=WGPU[0]), reduce,
+        include_self=False).numpy() for _ in range(3)]
+    assert all(np.array_equal(r.view(np.uint32), runs[0].view(np.uint32)) for r in runs)
+    want = em.tensor(x).scatter_reduce(0, em.tensor(index), em.tensor(src), reduce,
+                                       include_self=False).numpy()
+    np.testing.assert_array_equal(runs[0], want)
+    has_nan = np.zeros(40, bool)
+    has_nan[index[np.isnan(src)]] = True
+    assert np.isnan(runs[0][has_nan]).all() and not np.isnan(runs[0][~has_nan]).any()
+    assert (np.signbit(runs[0][20:]) == (reduce == "amin")).all()

@@ -161,7 +161,7 @@ def _index_add(msg, rt, x, *tensors):
     return _rounded(rt, total, msg.dtype)
 
 
-def _along(x: WgpuArray, dim: int) -> tuple[int, ...]:
+def along(x: WgpuArray, dim: int) -> tuple[int, ...]:
     """``x``'s strides with the one of ``dim`` zeroed (the index supplies that move)."""
     return x.strides[:dim] + (0,) + x.strides[dim + 1:]
 
@@ -177,7 +177,7 @@ def _gather(msg, rt, x, index):
     x = at_least_1d(x)
     picks = at_least_1d(dense(rt, index))
     out = rt.empty(picks.shape, msg.dtype)
-    launch(rt, picks.shape, out, out.strides, x, _along(x, dim),
+    launch(rt, picks.shape, out, out.strides, x, along(x, dim),
            Index(picks, picks.strides, x.strides[dim], x.shape[dim], ("gather", dim)))
     return out.view(msg.shape, contiguous_strides(msg.shape), 0)
 
@@ -188,7 +188,7 @@ def _scatter_add(msg, rt, x, index, src):
     total = _accumulator(rt, at_least_1d(x))
     picks = at_least_1d(dense(rt, index))
     src = at_least_1d(src)
-    launch(rt, picks.shape, total, _along(total, dim), src, src.strides,
+    launch(rt, picks.shape, total, along(total, dim), src, src.strides,
            Index(picks, picks.strides, total.strides[dim], total.shape[dim],
                  ("scatter_add", dim), on_dst=True), accumulate=True)
     out = _rounded(rt, total, msg.dtype)
@@ -203,7 +203,7 @@ def _index_select(msg, rt, x, index):
     picks = picks.view((picks.size,), (1,), picks.offset)
     shape = x.shape[:dim] + (picks.size,) + x.shape[dim + 1:]
     out = rt.empty(shape, msg.dtype)
-    launch(rt, shape, out, out.strides, x, _along(x, dim),
+    launch(rt, shape, out, out.strides, x, along(x, dim),
            Index(picks, _index_over(shape, picks, dim), x.strides[dim], x.shape[dim],
                  ("index_select", dim)))
     return out.view(msg.shape, contiguous_strides(msg.shape), 0)

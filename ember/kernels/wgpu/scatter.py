@@ -1,17 +1,24 @@
-"""WGSL ``scatter`` and ``scatter_reduce``: one invocation per line of the index.
+"""WGSL ``scatter`` and ``scatter_reduce``, deterministic: the same answer every run.
 
 Both write into a copy of the input through ``index``'s grid: position ``c`` of
 ``index`` sends ``src[c]`` to the output at ``c`` with its ``dim`` coordinate
-replaced by ``index[c]``. The positions sharing every coordinate but ``dim`` (a
-line) write only among themselves, so one invocation walks each line in order
-and no two invocations meet: no atomics. That is what makes them deterministic.
-WGSL has no float atomics, and a compare-and-swap loop (scatter_add's) would
-multiply float products in whatever order the device runs them; here every
-destination combines its sources in index order, as the CPU's ``ufunc.at``
-does, so float sums and products equal the CPU's bit for bit, and plain
-``scatter`` keeps the last write of a repeated index (the CPU's choice; PyTorch
-leaves it unspecified). The cost: a tensor with few lines (a 1-D scatter is one
-line) runs on few invocations.
+replaced by ``index[c]``.
+
+``amax`` / ``amin`` give the same answer in any order, so they run one
+invocation per index element with atomics (strided.py: integer max / min, bool
+or / and, floats by compare-exchange with NaN and signed-zero rules of their own).
+
+``scatter``, ``sum``, ``prod`` and ``mean`` do not: float sums and products
+round by their order, and a repeated index in ``scatter`` needs one write to
+win. WGSL has no float atomics, and a compare-and-swap loop (scatter_add's)
+lands in whatever order the device runs it. So these walk the index one line
+at a time: the positions sharing every coordinate but ``dim`` write only among
+themselves, one invocation walks each line in order and no two invocations
+meet. Every destination combines its sources in index order, as the CPU's
+``ufunc.at`` does, so the results equal the CPU's bit for bit, and ``scatter``
+keeps the last write of a repeated index (the CPU's choice; PyTorch leaves it
+unspecified). The cost: a tensor with few lines (a 1-D scatter is one line)
+runs on few invocations.
 
 Index values outside ``[0, size)`` skip their element and fail the read with
 ``scatter`` / ``scatter_reduce``'s ``IndexError``, through the same fault buffer
@@ -26,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from ember.kernels.wgpu import codegen, sources
-from ember.kernels.wgpu.indexing import at_least_1d, dense
+from ember.kernels.wgpu.indexing import along, at_least_1d, dense
 from ember.kernels.wgpu.scalar_ops import HELPERS
-from ember.kernels.wgpu.strided import copy
+from ember.kernels.wgpu.strided import Index, copy, launch
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
 
 _HEADER = 12  # params before the four per-dim blocks; see _render
@@ -36,20 +43,16 @@ _HEADER = 12  # params before the four per-dim blocks; see _render
 # 65535 iterations, so a long line runs as consecutive dispatches, which keep its order.
 _CHUNK = 1 << 14
 _RESET_PHASE, _COMBINE_PHASE, _DIVIDE_PHASE = 0, 1, 2
-_IDENTITY = {
-    ("sum", "f"): "0.0", ("sum", "i"): "0", ("mean", "f"): "0.0", ("mean", "i"): "0",
-    ("prod", "f"): "1.0", ("prod", "i"): "1",
-    ("amax", "f"): "bitcast<f32>(0xff800000u)", ("amax", "i"): "(-2147483647 - 1)",
-    ("amax", "b"): "false",
-    ("amin", "f"): "bitcast<f32>(0x7f800000u)", ("amin", "i"): "2147483647",
-    ("amin", "b"): "true",
-}
-_COMBINE = {
-    ("sum", "f"): "a + b", ("sum", "i"): "a + b", ("mean", "f"): "a + b", ("mean", "i"): "a + b",
-    ("prod", "f"): "a * b", ("prod", "i"): "a * b",
-    ("amax", "f"): "max_f(a, b)", ("amax", "i"): "max(a, b)", ("amax", "b"): "a || b",
-    ("amin", "f"): "min_f(a, b)", ("amin", "i"): "min(a, b)", ("amin", "b"): "a && b",
-}
+# The per-line walk's identities and combines (WGSL, by register kind).
+_IDENTITY = {("sum", "f"): "0.0", ("sum", "i"): "0", ("mean", "f"): "0.0", ("mean", "i"): "0",
+             ("prod", "f"): "1.0", ("prod", "i"): "1"}
+_COMBINE = {("sum", "f"): "a + b", ("sum", "i"): "a + b", ("mean", "f"): "a + b",
+            ("mean", "i"): "a + b", ("prod", "f"): "a * b", ("prod", "i"): "a * b"}
+# Reductions whose answer no order changes run as atomics (strided.py's combine), with the
+# value a position nothing but src writes starts from (include_self=False).
+_ORDER_FREE = {"amax": "max", "amin": "min"}
+_START = {("amax", "f"): -np.inf, ("amax", "i"): np.iinfo(np.int32).min, ("amax", "b"): False,
+          ("amin", "f"): np.inf, ("amin", "i"): np.iinfo(np.int32).max, ("amin", "b"): True}
 
 
 def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
@@ -87,11 +90,9 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
     else:
         value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
                                 src_dtype, acc)
-        helpers = "".join(HELPERS[name] + "\n" for name in ("isnan_f", "max_f", "min_f")
-                          if k == "f" and reduce in ("amax", "amin"))
         register = codegen.register_type(acc)
-        helpers += (f"fn combine(a: {register}, b: {register}) -> {register} "
-                    f"{{ return {_COMBINE[reduce, k]}; }}\n")
+        helpers = (f"fn combine(a: {register}, b: {register}) -> {register} "
+                   f"{{ return {_COMBINE[reduce, k]}; }}\n")
         old = codegen.load("out0", "p", acc)
         main = each(_COMBINE_PHASE,
                     [f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
@@ -106,8 +107,9 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
             divisor = "(count + 1)" if include_self else "count"
             divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
                        else codegen.store(f"{old} / f32({divisor})", acc))
-            after = each(_DIVIDE_PHASE, ["    let count = out2[p];",
-                                   f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
+            after = each(_DIVIDE_PHASE, [
+                "    let count = out2[p];",
+                f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
     writes = [acc, "int32"] + (["int32"] if mean else [])
     reads = ["int32", src_dtype]
     lines = [f"  let line: u32 = {codegen.LINEAR_INDEX.format(size=64)};",
@@ -124,30 +126,51 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
     out = copy(rt, at_least_1d(x), acc)
     picks = at_least_1d(dense(rt, index))
     src = at_least_1d(src)
-    length = picks.shape[dim]
-    if picks.size:
-        others = [d for d in range(picks.ndim) if d != dim]
-        per_dim: list[int] = []
-        for d in others:
-            per_dim.extend((picks.shape[d], picks.strides[d], src.strides[d], out.strides[d]))
-        n_lines = picks.size // length
-        head = [n_lines, length, out.shape[dim], picks.offset, src.offset, out.offset,
-                picks.strides[dim], src.strides[dim], out.strides[dim]]
-        fault = rt.upload(np.zeros(2, np.int32))
-        writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
-        source = sources.source("scatter", (reduce, src.dtype, acc, include_self, len(others)),
-                                _render)
-        phases = ([_RESET_PHASE] if reduce == "mean" or (reduce and not include_self) else []) \
-            + [_COMBINE_PHASE] + ([_DIVIDE_PHASE] if reduce == "mean" else [])
-        for phase in phases:
-            for begin in range(0, length, _CHUNK):
-                rt.dispatch(source, writes, [picks, src],
-                            [*head, begin, min(length, begin + _CHUNK), phase, *per_dim],
-                            rt.groups(n_lines, 64))
-        rt.faults.defer(fault, op, dim, out.shape[dim])
+    if picks.size and reduce in _ORDER_FREE:
+        _extremes(op, rt, out, picks, src, dim, reduce, include_self)
+    elif picks.size:
+        _lines(op, rt, out, picks, src, dim, reduce, include_self)
     if acc != x.dtype:
         out = copy(rt, out, x.dtype)
     return out.view(shape, contiguous_strides(shape), out.offset)
+
+
+def _lines(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray, dim: int,
+           reduce: str | None, include_self: bool) -> None:
+    """Combine ``src`` into ``out`` one index line per invocation, in index order."""
+    length = picks.shape[dim]
+    others = [d for d in range(picks.ndim) if d != dim]
+    per_dim: list[int] = []
+    for d in others:
+        per_dim.extend((picks.shape[d], picks.strides[d], src.strides[d], out.strides[d]))
+    n_lines = picks.size // length
+    head = [n_lines, length, out.shape[dim], picks.offset, src.offset, out.offset,
+            picks.strides[dim], src.strides[dim], out.strides[dim]]
+    fault = rt.upload(np.zeros(2, np.int32))
+    writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
+    source = sources.source("scatter", (reduce, src.dtype, out.dtype, include_self,
+                                        len(others)), _render)
+    phases = ([_RESET_PHASE] if reduce == "mean" or (reduce and not include_self) else []) \
+        + [_COMBINE_PHASE] + ([_DIVIDE_PHASE] if reduce == "mean" else [])
+    for phase in phases:
+        for begin in range(0, length, _CHUNK):
+            rt.dispatch(source, writes, [picks, src],
+                        [*head, begin, min(length, begin + _CHUNK), phase, *per_dim],
+                        rt.groups(n_lines, 64))
+    rt.faults.defer(fault, op, dim, out.shape[dim])
+
+
+def _extremes(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray, dim: int,
+              reduce: str, include_self: bool) -> None:
+    """amax / amin of ``src`` into ``out``: one invocation per index element, by atomics."""
+    target = Index(picks, picks.strides, out.strides[dim], out.shape[dim], (op, dim),
+                   on_dst=True)
+    if not include_self:  # every writer of a position writes the same start
+        start = _START[reduce, codegen.kind(out.dtype)]
+        filler = rt.upload(np.array(start, np.bool_ if out.dtype == "bool" else out.dtype))
+        launch(rt, picks.shape, out, along(out, dim), filler, (0,) * picks.ndim, target)
+    launch(rt, picks.shape, out, along(out, dim), src, src.strides, target, accumulate=True,
+           combine=_ORDER_FREE[reduce])
 
 
 @kernel("scatter")
