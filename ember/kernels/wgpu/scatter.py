@@ -2,23 +2,22 @@
 
 Both write into a copy of the input through ``index``'s grid: position ``c`` of
 ``index`` sends ``src[c]`` to the output at ``c`` with its ``dim`` coordinate
-replaced by ``index[c]``.
+replaced by ``index[c]``. The positions sharing every coordinate but ``dim`` (a
+line) write only among themselves.
 
-``amax`` / ``amin`` give the same answer in any order, so they run one
-invocation per index element with atomics (strided.py: integer max / min, bool
-or / and, floats by compare-exchange with NaN and signed-zero rules of their own).
+``scatter`` keeps, of the elements writing one position, the last along ``dim``
+(the CPU's choice; PyTorch leaves it unspecified): each element bids its
+position by an atomic max, then the winner alone writes. ``amax`` / ``amin`` give
+the same answer in any order, so they are atomics too (strided.py: integer max
+/ min, bool or / and, floats by compare-exchange with NaN and signed-zero rules
+of their own). All of these run one invocation per index element.
 
-``scatter``, ``sum``, ``prod`` and ``mean`` do not: float sums and products
-round by their order, and a repeated index in ``scatter`` needs one write to
-win. WGSL has no float atomics, and a compare-and-swap loop (scatter_add's)
-lands in whatever order the device runs it. So these walk the index one line
-at a time: the positions sharing every coordinate but ``dim`` write only among
-themselves, one invocation walks each line in order and no two invocations
-meet. Every destination combines its sources in index order, as the CPU's
-``ufunc.at`` does, so the results equal the CPU's bit for bit, and ``scatter``
-keeps the last write of a repeated index (the CPU's choice; PyTorch leaves it
-unspecified). The cost: a tensor with few lines (a 1-D scatter is one line)
-runs on few invocations.
+``sum``, ``prod`` and ``mean`` round by their order, and WGSL has no float
+atomics (a compare-and-swap loop, scatter_add's, lands in whatever order the
+device runs it). So they walk the index one line per invocation, in order:
+every destination combines its sources in index order, as the CPU's
+``ufunc.at`` does, and the results equal the CPU's bit for bit. The cost: a
+tensor with few lines (a 1-D one is one line) runs on few invocations.
 
 Index values outside ``[0, size)`` skip their element and fail the read with
 ``scatter`` / ``scatter_reduce``'s ``IndexError``, through the same fault buffer
@@ -28,6 +27,7 @@ rounds once; ``mean`` of integers floors, as the CPU's.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ import numpy as np
 from ember.kernels.wgpu import codegen, sources
 from ember.kernels.wgpu.indexing import along, at_least_1d, dense
 from ember.kernels.wgpu.scalar_ops import HELPERS
-from ember.kernels.wgpu.strided import Index, copy, launch
+from ember.kernels.wgpu.strided import Index, copy, copy_into, launch, walk
 from ember.kernels.wgpu.table import WgpuArray, check_dtype, contiguous_strides, kernel
 
 _HEADER = 12  # params before the four per-dim blocks; see _render
@@ -55,9 +55,8 @@ _START = {("amax", "f"): -np.inf, ("amax", "i"): np.iinfo(np.int32).min, ("amax"
           ("amin", "f"): np.inf, ("amin", "i"): np.iinfo(np.int32).max, ("amin", "b"): True}
 
 
-def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
-            rank: int) -> str:
-    """One invocation per line of ``index``; ``reduce`` None is the plain overwrite.
+def _render(reduce: str, src_dtype: str, acc: str, include_self: bool, rank: int) -> str:
+    """One invocation per line of ``index``, combining by ``reduce`` (sum, prod, mean).
 
     Params: n_lines, line length, the output's size along dim, the index / src / output
     offsets, their strides along dim, the first and last + 1 positions to walk, the phase
@@ -84,32 +83,28 @@ def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
                 "    if (picked < 0 || picked >= pi(2u)) {", *bad, "      continue;", "    }",
                 "    let p = u32(d + picked * pi(8u));", *body, "  }", "  }"]
 
-    if reduce is None:  # move the bits
-        main = each(_COMBINE_PHASE, ["    out0[p] = in1[u32(s + j * pi(7u))];"])
-        helpers, before, after = "", [], []
-    else:
-        value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
-                                src_dtype, acc)
-        register = codegen.register_type(acc)
-        helpers = (f"fn combine(a: {register}, b: {register}) -> {register} "
-                   f"{{ return {_COMBINE[reduce, k]}; }}\n")
-        old = codegen.load("out0", "p", acc)
-        main = each(_COMBINE_PHASE,
-                    [f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
-                     *(["    out2[p] = out2[p] + 1;"] if mean else [])])
-        reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
-            if not include_self else []
-        before = each(_RESET_PHASE, reset + (["    out2[p] = 0;"] if mean else [])) \
-            if reset or mean else []
-        after = []
-        if mean:
-            helpers += HELPERS["floordiv_i"] + "\n" if k == "i" else ""
-            divisor = "(count + 1)" if include_self else "count"
-            divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
-                       else codegen.store(f"{old} / f32({divisor})", acc))
-            after = each(_DIVIDE_PHASE, [
-                "    let count = out2[p];",
-                f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
+    value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
+                            src_dtype, acc)
+    register = codegen.register_type(acc)
+    helpers = (f"fn combine(a: {register}, b: {register}) -> {register} "
+               f"{{ return {_COMBINE[reduce, k]}; }}\n")
+    old = codegen.load("out0", "p", acc)
+    main = each(_COMBINE_PHASE,
+                [f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
+                 *(["    out2[p] = out2[p] + 1;"] if mean else [])])
+    reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
+        if not include_self else []
+    before = each(_RESET_PHASE, reset + (["    out2[p] = 0;"] if mean else [])) \
+        if reset or mean else []
+    after = []
+    if mean:
+        helpers += HELPERS["floordiv_i"] + "\n" if k == "i" else ""
+        divisor = "(count + 1)" if include_self else "count"
+        divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
+                   else codegen.store(f"{old} / f32({divisor})", acc))
+        after = each(_DIVIDE_PHASE, [
+            "    let count = out2[p];",
+            f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
     writes = [acc, "int32"] + (["int32"] if mean else [])
     reads = ["int32", src_dtype]
     lines = [f"  let line: u32 = {codegen.LINEAR_INDEX.format(size=64)};",
@@ -126,7 +121,9 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
     out = copy(rt, at_least_1d(x), acc)
     picks = at_least_1d(dense(rt, index))
     src = at_least_1d(src)
-    if picks.size and reduce in _ORDER_FREE:
+    if picks.size and reduce is None:
+        _last_writes(op, rt, out, picks, src, dim)
+    elif picks.size and reduce in _ORDER_FREE:
         _extremes(op, rt, out, picks, src, dim, reduce, include_self)
     elif picks.size:
         _lines(op, rt, out, picks, src, dim, reduce, include_self)
@@ -136,7 +133,7 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
 
 
 def _lines(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray, dim: int,
-           reduce: str | None, include_self: bool) -> None:
+           reduce: str, include_self: bool) -> None:
     """Combine ``src`` into ``out`` one index line per invocation, in index order."""
     length = picks.shape[dim]
     others = [d for d in range(picks.ndim) if d != dim]
@@ -150,7 +147,7 @@ def _lines(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray, d
     writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
     source = sources.source("scatter", (reduce, src.dtype, out.dtype, include_self,
                                         len(others)), _render)
-    phases = ([_RESET_PHASE] if reduce == "mean" or (reduce and not include_self) else []) \
+    phases = ([_RESET_PHASE] if reduce == "mean" or not include_self else []) \
         + [_COMBINE_PHASE] + ([_DIVIDE_PHASE] if reduce == "mean" else [])
     for phase in phases:
         for begin in range(0, length, _CHUNK):
@@ -185,3 +182,46 @@ def _scatter_reduce(msg: Any, rt: Any, x: WgpuArray, index: WgpuArray,
                     src: WgpuArray) -> WgpuArray:
     dim, reduce, include_self = msg.attrs
     return _scatter("scatter_reduce", rt, x, index, src, dim, reduce, include_self, msg.shape)
+
+
+_WRITE_WINNERS: dict[tuple, str] = {}
+
+
+def _write_winners_source(dtype: str) -> str:
+    """Each index element writes its src value where it won the bid. Params: walk's
+    (count, rank, src / output / index offsets), the output's stride and size along dim,
+    the elements after dim in ``index`` and its length along dim, then the shape and the
+    src, output and index strides."""
+    found = _WRITE_WINNERS.get(dtype)
+    if found is None:
+        found = _WRITE_WINNERS[dtype] = (
+            codegen.header([dtype]) + codegen.bindings([dtype], [dtype, "int32", "int32"], 9)
+            + codegen.ENTRY.format(size=256) + walk(("s", "d", "at"), 9) + """
+    let picked = in1[u32(at)];
+    if (picked < 0 || picked >= pi(6u)) { return; }  // the bid recorded the fault
+    let p = u32(d + picked * pi(5u));
+    if (in2[p] == (i / pi(7u)) % pi(8u)) { out0[p] = in0[u32(s)]; }
+}
+""")
+    return found
+
+
+def _last_writes(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray,
+                 dim: int) -> None:
+    """``scatter``: of the elements that write one position, the last along ``dim`` wins,
+    as the CPU's sequential writes: each bids its position along ``dim`` by an atomic max,
+    then only the winner writes. Both passes run one invocation per index element."""
+    length = picks.shape[dim]
+    bids = rt.empty(out.shape, "int32")
+    copy_into(rt, bids, rt.upload(np.array(-1, np.int32)))
+    positions = rt.upload(np.arange(length, dtype=np.int32))
+    launch(rt, picks.shape, bids, along(bids, dim), positions,
+           tuple(1 if d == dim else 0 for d in range(picks.ndim)),
+           Index(picks, picks.strides, bids.strides[dim], bids.shape[dim], (op, dim),
+                 on_dst=True), accumulate=True, combine="max")
+    inner = math.prod(picks.shape[dim + 1:])
+    params = [picks.size, picks.ndim, src.offset, out.offset, picks.offset, out.strides[dim],
+              out.shape[dim], inner, length, *picks.shape, *src.strides[:picks.ndim],
+              *along(out, dim), *picks.strides]
+    rt.dispatch(_write_winners_source(out.dtype), [out], [src, picks, bids], params,
+                rt.groups(picks.size))
