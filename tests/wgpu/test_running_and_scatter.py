@@ -155,14 +155,30 @@ def test_scatter_reduce_matches_the_cpu(reduce, include_self, dtype, x_shape, in
 
 @pytest.mark.parametrize("x_shape, index_shape, src_shape, dim", LAYOUTS, ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "int64", "bool"])
-def test_scatter_matches_the_cpu_with_repeated_indices(dtype, x_shape, index_shape, src_shape,
-                                                       dim) -> None:
+@pytest.mark.parametrize("by", ["bids", "lines"])
+def test_scatter_matches_the_cpu_with_repeated_indices(by, dtype, x_shape, index_shape,
+                                                       src_shape, dim, monkeypatch) -> None:
+    """Either way ``scatter`` runs (few index lines bid by atomics, many walk their lines),
+    the last write along dim wins, as on the CPU."""
     _device_holds(dtype)
+    if by == "lines":
+        from ember.kernels.wgpu import scatter
+
+        monkeypatch.setattr(scatter, "_MANY_LINES", 0)
     x, index, src = _scatter_inputs(x_shape, index_shape, src_shape, dim, dtype)
     pairs = _both(lambda d, t, i, s: t.scatter(dim, i, s), x, index, src)
     _assert_same(pairs, exact=True)  # the last write of a repeated index wins on both
     pairs = _both(lambda d, t, i: t.scatter(dim, i, value=True if dtype == "bool" else 2),
                   x, index)
+    _assert_same(pairs, exact=True)
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_scatter_with_many_lines_walks_them_as_the_cpu(dim: int) -> None:
+    shape, index_shape = ((8, 1100), (6, 1100)) if dim == 0 else ((1100, 8), (1100, 6))
+    x, src = _values(shape, "float32"), _values(index_shape, "float32")
+    pairs = _both(lambda d, t, i, s: t.scatter(dim, i, s), x, _index(shape, index_shape, dim),
+                  src)
     _assert_same(pairs, exact=True)
 
 

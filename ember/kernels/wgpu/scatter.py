@@ -5,19 +5,20 @@ Both write into a copy of the input through ``index``'s grid: position ``c`` of
 replaced by ``index[c]``. The positions sharing every coordinate but ``dim`` (a
 line) write only among themselves.
 
-``scatter`` keeps, of the elements writing one position, the last along ``dim``
-(the CPU's choice; PyTorch leaves it unspecified): each element bids its
-position by an atomic max, then the winner alone writes. ``amax`` / ``amin`` give
-the same answer in any order, so they are atomics too (strided.py: integer max
-/ min, bool or / and, floats by compare-exchange with NaN and signed-zero rules
-of their own). All of these run one invocation per index element.
-
 ``sum``, ``prod`` and ``mean`` round by their order, and WGSL has no float
 atomics (a compare-and-swap loop, scatter_add's, lands in whatever order the
 device runs it). So they walk the index one line per invocation, in order:
 every destination combines its sources in index order, as the CPU's
 ``ufunc.at`` does, and the results equal the CPU's bit for bit. The cost: a
 tensor with few lines (a 1-D one is one line) runs on few invocations.
+
+``scatter`` keeps, of the elements writing one position, the last along ``dim``
+(the CPU's choice; PyTorch leaves it unspecified): with many lines by the same
+walk, with few by a bid: each element bids its position by an atomic max, then
+the winner alone writes. ``amax`` / ``amin`` give the same answer in any order,
+so they are atomics (strided.py: integer max / min, bool or / and, floats by
+compare-exchange with NaN and signed-zero rules of their own). Bids and atomics
+run one invocation per index element.
 
 Index values outside ``[0, size)`` skip their element and fail the read with
 ``scatter`` / ``scatter_reduce``'s ``IndexError``, through the same fault buffer
@@ -51,12 +52,17 @@ _COMBINE = {("sum", "f"): "a + b", ("sum", "i"): "a + b", ("mean", "f"): "a + b"
 # Reductions whose answer no order changes run as atomics (strided.py's combine), with the
 # value a position nothing but src writes starts from (include_self=False).
 _ORDER_FREE = {"amax": "max", "amin": "min"}
+# Index lines enough to keep a GPU busy one per invocation (a guess, as the scan's): more
+# run ``scatter`` by the line walk, which needs no atomics; fewer bid by atomics.
+_MANY_LINES = 1024
 _START = {("amax", "f"): -np.inf, ("amax", "i"): np.iinfo(np.int32).min, ("amax", "b"): False,
           ("amin", "f"): np.inf, ("amin", "i"): np.iinfo(np.int32).max, ("amin", "b"): True}
 
 
-def _render(reduce: str, src_dtype: str, acc: str, include_self: bool, rank: int) -> str:
-    """One invocation per line of ``index``, combining by ``reduce`` (sum, prod, mean).
+def _render(reduce: str | None, src_dtype: str, acc: str, include_self: bool,
+            rank: int) -> str:
+    """One invocation per line of ``index``, combining by ``reduce`` (sum, prod, mean; None
+    overwrites).
 
     Params: n_lines, line length, the output's size along dim, the index / src / output
     offsets, their strides along dim, the first and last + 1 positions to walk, the phase
@@ -83,28 +89,32 @@ def _render(reduce: str, src_dtype: str, acc: str, include_self: bool, rank: int
                 "    if (picked < 0 || picked >= pi(2u)) {", *bad, "      continue;", "    }",
                 "    let p = u32(d + picked * pi(8u));", *body, "  }", "  }"]
 
-    value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
-                            src_dtype, acc)
-    register = codegen.register_type(acc)
-    helpers = (f"fn combine(a: {register}, b: {register}) -> {register} "
-               f"{{ return {_COMBINE[reduce, k]}; }}\n")
-    old = codegen.load("out0", "p", acc)
-    main = each(_COMBINE_PHASE,
-                [f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
-                 *(["    out2[p] = out2[p] + 1;"] if mean else [])])
-    reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
-        if not include_self else []
-    before = each(_RESET_PHASE, reset + (["    out2[p] = 0;"] if mean else [])) \
-        if reset or mean else []
-    after = []
-    if mean:
-        helpers += HELPERS["floordiv_i"] + "\n" if k == "i" else ""
-        divisor = "(count + 1)" if include_self else "count"
-        divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
-                   else codegen.store(f"{old} / f32({divisor})", acc))
-        after = each(_DIVIDE_PHASE, [
-            "    let count = out2[p];",
-            f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
+    if reduce is None:  # move the bits
+        main = each(_COMBINE_PHASE, ["    out0[p] = in1[u32(s + j * pi(7u))];"])
+        helpers, before, after = "", [], []
+    else:
+        value = codegen.convert(codegen.load("in1", "u32(s + j * pi(7u))", src_dtype),
+                                src_dtype, acc)
+        register = codegen.register_type(acc)
+        helpers = (f"fn combine(a: {register}, b: {register}) -> {register} "
+                   f"{{ return {_COMBINE[reduce, k]}; }}\n")
+        old = codegen.load("out0", "p", acc)
+        main = each(_COMBINE_PHASE,
+                    [f"    out0[p] = {codegen.store(f'combine({old}, {value})', acc)};",
+                     *(["    out2[p] = out2[p] + 1;"] if mean else [])])
+        reset = [f"    out0[p] = {codegen.store(_IDENTITY[reduce, k], acc)};"] \
+            if not include_self else []
+        before = each(_RESET_PHASE, reset + (["    out2[p] = 0;"] if mean else [])) \
+            if reset or mean else []
+        after = []
+        if mean:
+            helpers += HELPERS["floordiv_i"] + "\n" if k == "i" else ""
+            divisor = "(count + 1)" if include_self else "count"
+            divided = (f"floordiv_i(out0[p], {divisor})" if k == "i"
+                       else codegen.store(f"{old} / f32({divisor})", acc))
+            after = each(_DIVIDE_PHASE, [
+                "    let count = out2[p];",
+                f"    if (count > 0) {{ out0[p] = {divided}; out2[p] = 0; }}"])
     writes = [acc, "int32"] + (["int32"] if mean else [])
     reads = ["int32", src_dtype]
     lines = [f"  let line: u32 = {codegen.LINEAR_INDEX.format(size=64)};",
@@ -121,7 +131,8 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
     out = copy(rt, at_least_1d(x), acc)
     picks = at_least_1d(dense(rt, index))
     src = at_least_1d(src)
-    if picks.size and reduce is None:
+    lines = picks.size // max(picks.shape[dim], 1)
+    if picks.size and reduce is None and lines < _MANY_LINES:
         _last_writes(op, rt, out, picks, src, dim)
     elif picks.size and reduce in _ORDER_FREE:
         _extremes(op, rt, out, picks, src, dim, reduce, include_self)
@@ -133,7 +144,7 @@ def _scatter(op: str, rt: Any, x: WgpuArray, index: WgpuArray, src: WgpuArray, d
 
 
 def _lines(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray, dim: int,
-           reduce: str, include_self: bool) -> None:
+           reduce: str | None, include_self: bool) -> None:
     """Combine ``src`` into ``out`` one index line per invocation, in index order."""
     length = picks.shape[dim]
     others = [d for d in range(picks.ndim) if d != dim]
@@ -147,7 +158,8 @@ def _lines(op: str, rt: Any, out: WgpuArray, picks: WgpuArray, src: WgpuArray, d
     writes = [out, fault] + ([rt.empty(out.shape, "int32")] if reduce == "mean" else [])
     source = sources.source("scatter", (reduce, src.dtype, out.dtype, include_self,
                                         len(others)), _render)
-    phases = ([_RESET_PHASE] if reduce == "mean" or not include_self else []) \
+    reset = reduce is not None and (reduce == "mean" or not include_self)
+    phases = ([_RESET_PHASE] if reset else []) \
         + [_COMBINE_PHASE] + ([_DIVIDE_PHASE] if reduce == "mean" else [])
     for phase in phases:
         for begin in range(0, length, _CHUNK):
