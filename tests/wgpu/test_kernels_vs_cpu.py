@@ -124,17 +124,31 @@ def test_sort_rows_longer_than_a_block(n: int, descending: bool) -> None:
     np.testing.assert_array_equal(top, em.tensor(x.T.copy()).topk(7, dim=0)[1].numpy())
 
 
-@pytest.mark.parametrize("make", [
-    lambda x, i: x.gather(0, i),
-    lambda x, i: x.index_select(0, i),
-    lambda x, i: x[i],
-    lambda x, i: x.scatter_add(0, i, x),
-], ids=["gather", "index_select", "getitem", "scatter_add"])
+_TAKERS = {
+    "gather": lambda x, i: x.gather(0, i),
+    "index_select": lambda x, i: x.index_select(0, i),
+    "index": lambda x, i: x[i],
+    "scatter_add": lambda x, i: x.scatter_add(0, i, x),
+    "scatter": lambda x, i: x.scatter(0, i, x),
+    "scatter-value": lambda x, i: x.scatter(-1, i, 7.0),
+    "scatter_reduce-prod": lambda x, i: x.scatter_reduce(0, i, x, "prod"),
+    "scatter_reduce-mean": lambda x, i: x.scatter_reduce(0, i, x, "mean", include_self=False),
+    "scatter_reduce-amax": lambda x, i: x.scatter_reduce(-1, i, x, "amax", include_self=False),
+}
+
+
+@pytest.mark.parametrize("name", list(_TAKERS))
+@pytest.mark.parametrize("bad", [3, -1])
 @lazy_only
-def test_out_of_range_index_fails_at_the_read(make) -> None:
+def test_out_of_range_index_fails_at_the_read(name: str, bad: int) -> None:
     x = em.tensor(np.arange(3, dtype=np.float32), device=WGPU[0])
-    result = make(x, em.tensor([0, 3, 1], device=WGPU[0]))
-    with pytest.raises(em.KernelError, match="out of range"):
+    result = _TAKERS[name](x, em.tensor([0, bad, 1], device=WGPU[0]))
+    if name == "index" and bad < 0:  # t[idx] wraps negative indices, as PyTorch
+        assert result.numpy().tolist() == [0.0, 2.0, 1.0]
+        return
+    op = name.split("-")[0]
+    with pytest.raises(em.KernelError,
+                       match=f"{op}: index {bad} is out of range for dim 0 of size 3"):
         result.numpy()
 
 

@@ -370,3 +370,54 @@ def test_long_cumsums_scan_in_blocks(shape, axis: int, dtype: str) -> None:
     x = (x > 0) if dtype == "bool" else x.astype(dtype)
     got = em.tensor(x, device=WGPU[0]).cumsum(axis).numpy()
     np.testing.assert_allclose(got, np.cumsum(x, axis=axis), rtol=1e-6)
+
+
+def _long_line_values(op: str, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Values whose running op stays finite and exact where it can: signs for products,
+    small integers with ties (and NaN for the extremes of floats) otherwise."""
+    if op == "cumprod":
+        return np.where(RNG.random(shape) < 0.5, -1, 1).astype(dtype)
+    x = RNG.integers(-50, 50, shape).astype(dtype)
+    if op in ("cummax", "cummin") and dtype != "int32":
+        x.reshape(-1)[RNG.integers(0, x.size, 3)] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("shape, axis, dtype", [
+    ((20_000,), 0, "float32"), ((3, 9000), 1, "int32"), ((9000, 2), 0, "float16"),
+    ((70_000,), 0, "float32"),
+])
+@pytest.mark.parametrize("op", ["cumprod", "logcumsumexp", "cummax", "cummin"])
+def test_long_running_ops_scan_in_blocks_as_the_cpu(op: str, shape, axis: int,
+                                                    dtype: str) -> None:
+    if dtype == "float16" and not _backend().rt.has_f16:
+        pytest.skip("the adapter has no shader-f16")
+    if op == "logcumsumexp" and dtype == "int32":
+        dtype = "float32"
+    x = _long_line_values(op, shape, dtype)
+    got = getattr(em.tensor(x, device=WGPU[0]), op)(axis)
+    want = getattr(em.tensor(x), op)(axis)
+    for g, w in zip(*[t if isinstance(t, tuple) else (t,) for t in (got, want)]):
+        if op == "logcumsumexp":
+            # Against float64: the blocks add in a tree, which drifts less over a long line
+            # than the CPU's sequential float32 does.
+            exact = np.logaddexp.accumulate(x.astype(np.float64), axis)
+            np.testing.assert_allclose(g.numpy(), exact, rtol=2e-3 if dtype == "float16"
+                                       else 1e-6)
+        else:
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_lines_past_the_loop_limit_scan_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lavapipe ends a loop after 65535 iterations: many lines longer than that scan in
+    blocks too (here "many" is 0, so that the tensor stays small)."""
+    from ember.kernels.wgpu import scan
+
+    monkeypatch.setattr(scan, "_BLOCKED_MAX_LINES", 0)
+    x = RNG.integers(-3, 4, (2, 70_000)).astype(np.int32)
+    np.testing.assert_array_equal(em.tensor(x, device=WGPU[0]).cumsum(1).numpy(),
+                                  np.cumsum(x, axis=1))
+    values, indices = em.tensor(x, device=WGPU[0]).cummax(1)
+    want = em.tensor(x).cummax(1)
+    np.testing.assert_array_equal(values.numpy(), want[0].numpy())
+    np.testing.assert_array_equal(indices.numpy(), want[1].numpy())

@@ -34,7 +34,7 @@ from ember.kernels.wgpu.table import (KERNELS, REFUSED_OPS, STORAGE, WgpuArray, 
 # Kernel modules: importing one registers its kernels. Modules still being written
 # are skipped until their file exists, so the package works while it grows.
 _KERNEL_MODULES = ("reduction", "scan", "linalg", "shape", "indexing", "sorting", "creation",
-                   "conv", "pooling", "multi_update")
+                   "conv", "pooling", "multi_update", "scatter")
 for _name in _KERNEL_MODULES:
     try:
         importlib.import_module(f"ember.kernels.wgpu.{_name}")

@@ -81,7 +81,7 @@ def _fill_value(rt, value: bool | int | float, dtype: str) -> WgpuArray:
     return rt.upload(np.array(value).astype(host))
 
 
-def _dense(rt, x: WgpuArray) -> WgpuArray:
+def dense(rt, x: WgpuArray) -> WgpuArray:
     """A contiguous copy of an index (i32 on the device, whether int32 or int64)."""
     return contiguous(rt, x)
 
@@ -92,7 +92,7 @@ def _index(msg, rt, x, *index):
     view = _view(x, entries)
     if not index:
         return view
-    picks = _dense(rt, index[0])
+    picks = dense(rt, index[0])
     if picks.dtype == "bool":
         view, picks = _mask_positions(rt, _view(contiguous(rt, x), entries), picks, axis)
     out = rt.empty(msg.shape, msg.dtype)
@@ -112,7 +112,7 @@ def _index_put(msg, rt, x, *tensors):
     if axis is None:
         copy_into(rt, region, _squeezed(value, region.ndim))
         return out
-    picks = _dense(rt, tensors[0])
+    picks = dense(rt, tensors[0])
     if picks.dtype == "bool":
         region, picks = _mask_positions(rt, region, picks, axis)
     shape = region.shape[:axis] + picks.shape + region.shape[axis + 1:]
@@ -152,7 +152,7 @@ def _index_add(msg, rt, x, *tensors):
         launch(rt, region.shape, region, region.strides, src, src.broadcast_strides(region.shape),
                accumulate=True)
         return _rounded(rt, total, msg.dtype)
-    picks = _dense(rt, tensors[0])
+    picks = dense(rt, tensors[0])
     shape = region.shape[:axis] + picks.shape + region.shape[axis + 1:]
     launch(rt, shape, region, region.strides[:axis] + (0,) * picks.ndim
            + region.strides[axis + 1:], src, src.broadcast_strides(shape),
@@ -161,12 +161,12 @@ def _index_add(msg, rt, x, *tensors):
     return _rounded(rt, total, msg.dtype)
 
 
-def _along(x: WgpuArray, dim: int) -> tuple[int, ...]:
+def along(x: WgpuArray, dim: int) -> tuple[int, ...]:
     """``x``'s strides with the one of ``dim`` zeroed (the index supplies that move)."""
     return x.strides[:dim] + (0,) + x.strides[dim + 1:]
 
 
-def _at_least_1d(x: WgpuArray) -> WgpuArray:
+def at_least_1d(x: WgpuArray) -> WgpuArray:
     """PyTorch's gather/scatter view of a 0-d tensor: one dim of size 1."""
     return x if x.ndim else x.view((1,), (0,), x.offset)
 
@@ -174,10 +174,10 @@ def _at_least_1d(x: WgpuArray) -> WgpuArray:
 @kernel("gather")
 def _gather(msg, rt, x, index):
     (dim,) = msg.attrs
-    x = _at_least_1d(x)
-    picks = _at_least_1d(_dense(rt, index))
+    x = at_least_1d(x)
+    picks = at_least_1d(dense(rt, index))
     out = rt.empty(picks.shape, msg.dtype)
-    launch(rt, picks.shape, out, out.strides, x, _along(x, dim),
+    launch(rt, picks.shape, out, out.strides, x, along(x, dim),
            Index(picks, picks.strides, x.strides[dim], x.shape[dim], ("gather", dim)))
     return out.view(msg.shape, contiguous_strides(msg.shape), 0)
 
@@ -185,10 +185,10 @@ def _gather(msg, rt, x, index):
 @kernel("scatter_add")
 def _scatter_add(msg, rt, x, index, src):
     (dim,) = msg.attrs
-    total = _accumulator(rt, _at_least_1d(x))
-    picks = _at_least_1d(_dense(rt, index))
-    src = _at_least_1d(src)
-    launch(rt, picks.shape, total, _along(total, dim), src, src.strides,
+    total = _accumulator(rt, at_least_1d(x))
+    picks = at_least_1d(dense(rt, index))
+    src = at_least_1d(src)
+    launch(rt, picks.shape, total, along(total, dim), src, src.strides,
            Index(picks, picks.strides, total.strides[dim], total.shape[dim],
                  ("scatter_add", dim), on_dst=True), accumulate=True)
     out = _rounded(rt, total, msg.dtype)
@@ -198,12 +198,12 @@ def _scatter_add(msg, rt, x, index, src):
 @kernel("index_select")
 def _index_select(msg, rt, x, index):
     (dim,) = msg.attrs
-    x = _at_least_1d(x)
-    picks = _dense(rt, index)
+    x = at_least_1d(x)
+    picks = dense(rt, index)
     picks = picks.view((picks.size,), (1,), picks.offset)
     shape = x.shape[:dim] + (picks.size,) + x.shape[dim + 1:]
     out = rt.empty(shape, msg.dtype)
-    launch(rt, shape, out, out.strides, x, _along(x, dim),
+    launch(rt, shape, out, out.strides, x, along(x, dim),
            Index(picks, _index_over(shape, picks, dim), x.strides[dim], x.shape[dim],
                  ("index_select", dim)))
     return out.view(msg.shape, contiguous_strides(msg.shape), 0)

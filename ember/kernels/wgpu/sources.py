@@ -18,7 +18,7 @@ from pathlib import Path
 from ember.kernels.cache import cache_dir
 
 _RENDERERS = ("codegen.py", "scalar_ops.py", "elementwise.py", "reduction.py", "rows.py",
-              "linalg.py", "scan.py", "sources.py")
+              "linalg.py", "scan.py", "scatter.py", "sources.py")
 _memory: dict[tuple, str] = {}
 _version: str | None = None
 statistics = {"rendered": 0, "from_disk": 0}

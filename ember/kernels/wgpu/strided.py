@@ -8,14 +8,16 @@ converting the value when the two dtypes differ. An optional index term adds
 ``index[index_offset + Σ c_d · index_stride_d] · axis_stride`` to the source
 offset (a gather: gather, index_select, ``t[idx]``) or to the destination offset
 (a scatter: index_put); the accumulating form adds into the destination with
-atomics (scatter_add, index_add). Contiguous copies, permutes, expands, repeats,
-cat and split pieces and slicing are the plain form. Shape, strides and offsets
-are params, so one pipeline serves every size and rank of a (source dtype,
-destination dtype, indexed, accumulating) combination.
+atomics (scatter_add, index_add), or takes the max / min (scatter_reduce).
+Contiguous copies, permutes, expands, repeats, cat and split pieces and slicing
+are the plain form. Shape, strides and offsets are params, so one pipeline
+serves every size and rank of a (source dtype, destination dtype, indexed,
+accumulating) combination.
 
 Accumulation order: atomics land in whatever order the device runs them, so
 float sums over repeated indices may differ from the CPU's sequential
-``np.add.at`` in the last bits, and from run to run; integer sums are exact.
+``np.add.at`` in the last bits, and from run to run; integer sums are exact, and
+so are max and min (their answer does not depend on the order).
 
 Index values: ``wrap`` adds the axis size to negative values first (``t[idx]``, as
 PyTorch); any value still outside ``[0, axis size)`` skips the element and records
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember.kernels.wgpu import codegen
+from ember.kernels.wgpu.scalar_ops import HELPERS
 from ember.kernels.wgpu.table import STORAGE, WgpuArray
 
 if TYPE_CHECKING:
@@ -48,16 +51,42 @@ _SOURCES: dict[tuple, str] = {}
 # The accumulating form adds into a buffer of this dtype through atomics.
 ACCUMULATOR = {"float32": "float32", "float16": "float32", "int32": "int32",
                "int64": "int64", "bool": "bool"}
-# How one value is added atomically: floats by compare-exchange on their bits (WGSL has
-# integer atomics only), bools by or (NumPy's bool sum saturates at True).
-_ATOMIC_ADD = {
-    "f32": """loop {
+# How one value is combined atomically (combine, storage): floats by compare-exchange on
+# their bits (WGSL has integer atomics only), bools by or / and (NumPy's bool sum
+# saturates at True).
+_FLOAT_LOOP = """loop {{
         let old = atomicLoad(&out0[u32(d)]);
-        let sum = bitcast<u32>(bitcast<f32>(old) + value);
-        if (atomicCompareExchangeWeak(&out0[u32(d)], old, sum).exchanged) { break; }
-    }""",
-    "i32": "atomicAdd(&out0[u32(d)], value);",
-    "u32": "atomicOr(&out0[u32(d)], value);",
+        let updated = bitcast<u32>({combined});
+        if (updated == old || atomicCompareExchangeWeak(&out0[u32(d)], old, updated).exchanged) {{
+            break;
+        }}
+    }}"""
+_ATOMIC = {
+    ("add", "f32"): _FLOAT_LOOP.format(combined="bitcast<f32>(old) + value"),
+    ("add", "i32"): "atomicAdd(&out0[u32(d)], value);",
+    ("add", "u32"): "atomicOr(&out0[u32(d)], value);",
+    ("max", "f32"): _FLOAT_LOOP.format(combined="max_ordered(bitcast<f32>(old), value)"),
+    ("max", "i32"): "atomicMax(&out0[u32(d)], value);",
+    ("max", "u32"): "atomicOr(&out0[u32(d)], value);",
+    ("min", "f32"): _FLOAT_LOOP.format(combined="min_ordered(bitcast<f32>(old), value)"),
+    ("min", "i32"): "atomicMin(&out0[u32(d)], value);",
+    ("min", "u32"): "atomicAnd(&out0[u32(d)], value);",
+}
+# Max and min whose answer never depends on the order the atomics land in: any NaN gives
+# the one NaN bit pattern, and +0 beats -0 in max (-0 in min), where WGSL's max leaves it.
+_ORDERED = {
+    "max": """fn max_ordered(a: f32, b: f32) -> f32 {
+    if (isnan_f(a) || isnan_f(b)) { return bitcast<f32>(0x7fc00000u); }
+    if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); }
+    return max(a, b);
+}
+""",
+    "min": """fn min_ordered(a: f32, b: f32) -> f32 {
+    if (isnan_f(a) || isnan_f(b)) { return bitcast<f32>(0x7fc00000u); }
+    if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); }
+    return min(a, b);
+}
+""",
 }
 _ATOMIC_TYPE = {"f32": "u32", "i32": "i32", "u32": "u32"}
 
@@ -81,8 +110,9 @@ def _declarations(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: boo
     return text
 
 
-def _source(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: bool) -> str:
-    key = (src_dtype, dst_dtype, indexed, accumulate)
+def _source(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: bool,
+            combine: str) -> str:
+    key = (src_dtype, dst_dtype, indexed, accumulate, combine)
     found = _SOURCES.get(key)
     if found is not None:
         return found
@@ -102,11 +132,13 @@ def _source(src_dtype: str, dst_dtype: str, indexed: bool, accumulate: bool) -> 
         value = _value(src_dtype, dst_dtype)
         if storage == "f32":
             value = f"f32({value})"
-        write = f"let value = {value};\n    {_ATOMIC_ADD[storage]}"
+        write = f"let value = {value};\n    {_ATOMIC[combine, storage]}"
     else:
         write = f"out0[u32(d)] = {_value(src_dtype, dst_dtype)};"
+    helpers = (HELPERS["isnan_f"] + "\n" + _ORDERED[combine]
+               if accumulate and combine in _ORDERED and STORAGE[dst_dtype][0] == "f32" else "")
     found = _SOURCES[key] = (
-        codegen.header([src_dtype, dst_dtype])
+        codegen.header([src_dtype, dst_dtype]) + helpers
         + _declarations(src_dtype, dst_dtype, indexed, accumulate)
         + codegen.ENTRY.format(size=256) + walk(("s", "d", "at"), _HEADER) + f"""{pick}
     {write}
@@ -165,8 +197,9 @@ class Index:
 
 def launch(rt: Runtime, shape: Sequence[int], dst: WgpuArray, dst_strides: Sequence[int],
            src: WgpuArray, src_strides: Sequence[int], index: Index | None = None,
-           accumulate: bool = False) -> None:
-    """For every coordinate of ``shape``: ``dst[...] = src[...]`` (``+=`` when ``accumulate``).
+           accumulate: bool = False, combine: str = "add") -> None:
+    """For every coordinate of ``shape``: ``dst[...] = src[...]`` (when ``accumulate``,
+    ``dst[...] = combine(dst[...], src[...])``, ``combine`` "add", "max" or "min").
 
     Offsets are the views' own; ``dst`` of an accumulating launch must have the dtype
     ``ACCUMULATOR[src.dtype]`` names.
@@ -184,7 +217,7 @@ def launch(rt: Runtime, shape: Sequence[int], dst: WgpuArray, dst_strides: Seque
                 index.axis_size, flags]
         index_strides = index.strides
     params = head + list(shape) + list(src_strides) + list(dst_strides) + list(index_strides)
-    source = _source(src.dtype, dst.dtype, index is not None, accumulate)
+    source = _source(src.dtype, dst.dtype, index is not None, accumulate, combine)
     if index is None:
         rt.dispatch(source, [dst], [src], params, rt.groups(count))
         return

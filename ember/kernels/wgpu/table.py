@@ -91,11 +91,6 @@ REFUSED_OPS: dict[str, str] = {
     **{op: "no matrix decompositions in WGSL; help: move the tensor to em.cpu() for this op"
        for op in ("linalg_inv", "linalg_det", "linalg_solve", "linalg_cholesky", "linalg_qr",
                   "linalg_svd", "linalg_eigh")},
-    **{op: "no WGSL kernel for this running op yet (cumsum has one); help: move the tensor "
-           "to em.cpu() for this op" for op in ("cumprod", "logcumsumexp", "cummax", "cummin")},
-    **{op: "no WGSL kernel for scatter with overwrite or a reduction yet (scatter_add has "
-           "one); help: move the tensor to em.cpu() for this op"
-       for op in ("scatter", "scatter_reduce")},
     "bitcast": "wgpu stores int64 and bool in 32-bit words, so their bytes are not PyTorch's; "
                "help: move the tensor to em.cpu() to view its bytes as another dtype",
 }
