@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test docs bench clean
+.PHONY: demo test test-eager docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The runtime's tests again with every op computed at its call (EMBER_EAGER=1, the
+# debugging mode): its guarantees must hold there too. The whole suite passes that way.
+test-eager: $(STAMP)
+	EMBER_EAGER=1 $(PY) -m pytest -q -p no:cacheprovider tests/actors tests/autodiff tests/optim \
+		tests/train tests/fusion
 
 # The site goes to site/ (open site/index.html); --strict: any warning fails the build.
 docs: $(STAMP)
