@@ -76,6 +76,14 @@ def test_the_finder_sees_autodiff_in_every_form(tmp_path):
                      (4, "ember.autodiff")]
 
 
+def _last_json_line(script: str) -> object:
+    """What ``script``, run by a fresh Python in the repository, printed last, as JSON."""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def test_importing_ops_alone_loads_no_autodiff():
     """In a fresh Python with ``ember`` a bare package (its ``__init__``, which loads every
     layer, not run): importing the tensor and every op module loads no autodiff module."""
@@ -87,10 +95,7 @@ def test_importing_ops_alone_loads_no_autodiff():
         "for info in pkgutil.iter_modules(ember.ops.__path__):\n"
         "    importlib.import_module('ember.ops.' + info.name)\n"
         "print(json.dumps(sorted(sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    loaded = set(_last_json_line(script))
     assert {"ember.ops._core", "ember.ops.elementwise", "ember.ops.recording"} <= loaded
     assert "ember.autodiff.engine" not in loaded
     assert not {name for name in loaded if _is_autodiff(name)}
@@ -173,10 +178,7 @@ def test_importing_the_tensor_alone_loads_no_layer_above_it():
         "sys.modules['ember'] = package\n"
         "import ember.tensor\n"
         "print(json.dumps([sorted(sys.modules), hasattr(ember.tensor.Tensor, 'sum')]))")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    loaded, has_sum = json.loads(done.stdout.splitlines()[-1])
+    loaded, has_sum = _last_json_line(script)
     assert "ember.tensor" in loaded and not has_sum
     assert not [name for name in loaded if _is_above_tensor(name)]
 

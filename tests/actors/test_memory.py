@@ -105,29 +105,29 @@ def test_the_pool_follows_the_recent_peak_of_live_bytes(monkeypatch):
     assert pool.statistics()["bytes_pooled"] <= 1 << 16
 
 
-def test_the_pool_never_exceeds_its_capacity():
-    pool = numpy_pool.BufferPool(capacity=1 << 20)
-    arrays = [np.empty(1 << 18, np.float32) for _ in range(3)]
+def _made_then_released(pool: numpy_pool.BufferPool, arrays: list[np.ndarray]) -> None:
+    """Count ``arrays`` live on ``pool``, then drop them all (the list is emptied: the pool
+    keeps only buffers nothing else holds)."""
     for a in arrays:
         pool.made(a)
     while arrays:
         a = arrays.pop()
         pool.release(a)
         del a
+
+
+def test_the_pool_never_exceeds_its_capacity():
+    pool = numpy_pool.BufferPool(capacity=1 << 20)
+    _made_then_released(pool, [np.empty(1 << 18, np.float32) for _ in range(3)])
     assert pool.statistics() == {"buffers_pooled": 1, "bytes_pooled": 1 << 20}
 
 
-def _filled_pool(clock: list[float]) -> tuple[numpy_pool.BufferPool, list[int]]:
+def _filled_pool() -> tuple[numpy_pool.BufferPool, list[int]]:
     """A pool holding its whole limit: four idle 1 MiB buffers of one shape."""
     pool = numpy_pool.BufferPool()
     old = [pool.empty((1 << 18,), np.dtype(np.float32)) for _ in range(4)]
     ids = [id(a) for a in old]
-    for a in old:
-        pool.made(a)
-    while old:
-        a = old.pop()
-        pool.release(a)
-        del a
+    _made_then_released(pool, old)
     assert pool.statistics()["bytes_pooled"] == pool.limit() == 4 << 20
     return pool, ids
 
@@ -144,7 +144,7 @@ def _missed_then_released(pool: numpy_pool.BufferPool, shape: tuple[int, ...]) -
 def test_a_full_pool_makes_room_for_a_shape_kernels_miss(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr(numpy_pool, "monotonic", lambda: clock[0])
-    pool, _ = _filled_pool(clock)
+    pool, _ = _filled_pool()
     clock[0] += 2 * numpy_pool.IDLE_S  # the old shape goes unasked for
     kept = _missed_then_released(pool, (512, 512))
     # One old buffer went back to make room; the new shape is served from the pool.
@@ -155,7 +155,7 @@ def test_a_full_pool_makes_room_for_a_shape_kernels_miss(monkeypatch):
 def test_shapes_asked_for_lately_keep_their_place(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr(numpy_pool, "monotonic", lambda: clock[0])
-    pool, ids = _filled_pool(clock)
+    pool, ids = _filled_pool()
     clock[0] += numpy_pool.IDLE_S / 2  # a loop's step later: still in use
     _missed_then_released(pool, (512, 512))
     assert pool.statistics() == {"buffers_pooled": 4, "bytes_pooled": 4 << 20}
