@@ -183,6 +183,22 @@ def test_cross_entropy_every_target_ignored_is_nan_with_zero_gradient(smoothing)
     assert F.cross_entropy(logits, target, reduction="sum").item() == 0.0
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_an_ignored_target_adds_nothing_whatever_its_logits(reduction, weighted):
+    # PyTorch skips an ignored target: a row of non-finite logits there leaves the loss
+    # finite (a multiplication by its zero weight would give inf·0 = NaN).
+    logits = np.array([[1.0, 2.0, 3.0], [np.inf, 0.0, np.nan], [0.5, 0.1, -1.0]])
+    target = np.array([2, -100, 0])
+    weight = np.array([0.5, 2.0, 1.5]) if weighted else None
+    ours = F.cross_entropy(em.tensor(logits), em.tensor(target), reduction=reduction,
+                           weight=None if weight is None else em.tensor(weight))
+    theirs = TF.cross_entropy(torch.tensor(logits), torch.tensor(target), reduction=reduction,
+                              weight=None if weight is None else torch.tensor(weight))
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+    assert np.isfinite(ours.numpy()).all()
+
+
 @lazy_only
 def test_out_of_range_class_index_fails_at_the_read():
     loss = F.cross_entropy(em.zeros((2, 3), dtype=em.float64), em.tensor([0, 5]))

@@ -51,7 +51,7 @@ def _mean_over(total_loss: Tensor, total_weight: Tensor) -> Tensor:
     ignored targets would turn it into NaN gradients (PyTorch gives zeros).
     """
     nothing = total_weight == 0
-    return total_loss / where(nothing, 1.0, total_weight) + where(nothing, math.nan, 0.0)
+    return where(nothing, math.nan, total_loss / where(nothing, 1.0, total_weight))
 
 
 def _check_float(op: str, x: Any, what: str) -> None:
@@ -77,9 +77,10 @@ class _Classes:
     """What the class-index losses share: the class dim, the targets that count, their weights.
 
     ``picked(x)`` is ``x[t]`` along the class dim, by ``gather`` (an ignored
-    target reads class 0, and its weight of 0 drops it); ``target_weight`` is
-    ``weight[t]`` (1 without weights), 0 where the target is ``ignore_index``:
-    the per-target weight, and, summed, the mean's denominator.
+    target reads class 0); ``weighed(loss)`` multiplies each target's loss by
+    ``weight[t]`` and puts 0 where the target is ``ignore_index`` (whatever its
+    loss, as PyTorch skips it); ``total_weight()`` sums the counted targets'
+    weights (their number without ``weight``): the mean's denominator.
     """
 
     def __init__(self, op: str, input: Tensor, target: Tensor, weight: Tensor | None,
@@ -98,13 +99,23 @@ class _Classes:
         self.valid = target != ignore_index
         safe = where(self.valid, target, 0)  # an in-range index where the target is ignored
         self.index = safe.unsqueeze(self.dim)
-        counted = self.valid.astype(input.dtype)
-        if weight is None:
-            self.target_weight = counted
-        else:
+        self._dtype = input.dtype
+        self._per_target = None  # weight[t], with a weight
+        if weight is not None:
             _class_weights(op, weight, self.classes, ())
-            per_target = weight.index_select(0, safe.reshape(-1)).reshape(target.shape)
-            self.target_weight = per_target * counted
+            self._per_target = weight.index_select(0, safe.reshape(-1)).reshape(target.shape)
+
+    def weighed(self, loss: Tensor) -> Tensor:
+        """``loss`` (one per target) times ``weight[t]``, 0 where the target is ignored."""
+        if self._per_target is not None:
+            loss = loss * self._per_target
+        return where(self.valid, loss, 0.0)
+
+    def total_weight(self) -> Tensor:
+        """Σ ``weight[t]`` over the counted targets (their number without ``weight``)."""
+        if self._per_target is None:
+            return self.valid.sum(dtype=self._dtype)
+        return where(self.valid, self._per_target, 0.0).sum()
 
     def picked(self, x: Tensor) -> Tensor:
         """``x[t]`` along the class dim (class 0's entry where the target is ignored)."""
@@ -148,9 +159,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _check_target_index("nll_loss", target)
     _check_reduction("nll_loss", reduction)
     pick = _Classes("nll_loss", input, target, weight, ignore_index)
-    loss = -pick.picked(input) * pick.target_weight
+    loss = pick.weighed(-pick.picked(input))
     if reduction == "mean":
-        return _mean_over(loss.sum(), pick.target_weight.sum())
+        return _mean_over(loss.sum(), pick.total_weight())
     return _reduce(loss, reduction)
 
 
@@ -200,12 +211,12 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     pick = _Classes(op, input, target, weight, ignore_index)
     if label_smoothing == 0.0:
         # (logsumexp(x) - x[t]) · w[t]: no (N, C) log_softmax is materialized.
-        loss = (input.logsumexp(pick.dim) - pick.picked(input)) * pick.target_weight
+        loss = pick.weighed(input.logsumexp(pick.dim) - pick.picked(input))
         if reduction == "mean":
-            return _mean_over(loss.sum(), pick.target_weight.sum())
+            return _mean_over(loss.sum(), pick.total_weight())
         return _reduce(loss, reduction)
     log_p = input - input.logsumexp(pick.dim, keepdim=True)
-    nll = -pick.picked(log_p) * pick.target_weight
+    nll = pick.weighed(-pick.picked(log_p))
     if weight is None:
         smooth = -log_p.sum(pick.dim)
     else:
@@ -213,7 +224,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         smooth = -(log_p * class_weight).sum(pick.dim)
     smooth = where(pick.valid, smooth, 0.0)
     if reduction == "mean":
-        total = pick.target_weight.sum()
+        total = pick.total_weight()
         nll, smooth = _mean_over(nll.sum(), total), _mean_over(smooth.sum(), total)
     else:
         nll, smooth = _reduce(nll, reduction), _reduce(smooth, reduction)
