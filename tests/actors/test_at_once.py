@@ -3,14 +3,13 @@ the value is computed when the op returns, order and failures are as when queued
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import ember as em
 from ember.actors import device_actor
 from tests.runtime_mode import lazy_only
+from tests.threads import run_in_threads
 
 
 def _computed(t: em.Tensor) -> bool:
@@ -104,11 +103,7 @@ def test_threads_submitting_tiny_ops_at_once_get_their_own_answers():
             out.append((x * 2).sum().item())
         results[k] = out
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_in_threads(work, range(4), 30)
     for k in range(4):
         assert results[k] == [6.0 * (k + i + 1) for i in range(200)]
 

@@ -13,6 +13,7 @@ from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
 from tests.fusion.batching import fresh_device
 from tests.runtime_mode import lazy_only
+from tests.threads import run_in_threads
 
 _gates: dict[int, threading.Event] = {}
 
@@ -135,12 +136,7 @@ def test_readers_and_submitters_on_many_threads_agree():
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads)
+    run_in_threads(work, range(8), 60)
     assert errors == []
 
 

@@ -20,6 +20,7 @@ from ember.kernels.numpy.table import KERNELS
 from ember.ops._core import call
 from tests.fusion.batching import fresh_index
 from tests.runtime_mode import lazy_only
+from tests.threads import run_in_threads
 
 _gates: dict[int, threading.Event] = {}
 _timings: dict[int, float] = {}
@@ -221,11 +222,7 @@ def test_threads_issuing_to_one_device_in_turns_match_numpy(device):
         np.testing.assert_allclose(x.numpy(), x_np, rtol=1e-4, atol=1e-5)
         results[seed] = x_np
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_in_threads(work, range(4), 30)
     assert sorted(results) == [0, 1, 2, 3]
 
 

@@ -3,11 +3,10 @@ rank's part at once, a missing rank makes the others raise instead of hang."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from ember.kernels.cupy.rendezvous import CollectiveError, Rendezvous
+from tests.threads import run_in_threads
 
 
 def _ranks(rendezvous: Rendezvous, round_id: int, ranks: list[int], issue) -> dict[int, object]:
@@ -21,12 +20,7 @@ def _ranks(rendezvous: Rendezvous, round_id: int, ranks: list[int], issue) -> di
         except CollectiveError as exc:
             results[rank] = exc
 
-    threads = [threading.Thread(target=arrive, args=(k,)) for k in ranks]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert not any(t.is_alive() for t in threads), "a rank hung"
+    run_in_threads(arrive, ranks, 10, "a rank hung")
     return results
 
 

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -33,6 +32,7 @@ from tests.fusion.test_fusion import (
     compare_graph,
 )
 from tests.runtime_mode import lazy_only
+from tests.threads import run_in_threads
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("EMBER_FUSION", "1") in ("", "0"),
@@ -386,12 +386,7 @@ def test_devices_share_the_kernel_threads_without_waiting_on_each_other(monkeypa
             pieces = (((x * 2.0).erf()).sin() * 3.0 + 1.0).numpy()
         results[index] = (whole, pieces)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a device never finished its groups"
+    run_in_threads(work, range(2), 120, "a device never finished its groups")
     assert x_np.size in calls and len(calls) > 20  # whole groups, and pieces chunk by chunk
     for whole, pieces in results.values():
         np.testing.assert_array_equal(whole, expected_whole)
