@@ -174,6 +174,22 @@ def test_shapes_asked_for_lately_keep_their_place(monkeypatch):
     assert id(pool.empty((1 << 18,), np.dtype(np.float32))) in ids
 
 
+def test_a_pool_gives_nothing_back_when_too_little_is_idle(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(numpy_pool, "monotonic", lambda: clock[0])
+    pool = numpy_pool.BufferPool()
+    f32 = np.dtype(np.float32)
+    _made_then_released(pool, [pool.empty(shape, f32) for shape in [(1 << 18,)] * 2
+                               + [(512, 512)] * 2])  # two shapes, 1 MiB buffers, 4 in all
+    clock[0] += 2 * numpy_pool.IDLE_S
+    in_use = pool.empty((512, 512), f32)  # asked for again: not idle
+    pool.release(in_use)
+    del in_use
+    # 3 MiB of room needed, 2 MiB idle: the new buffer is not kept and nothing goes back.
+    _missed_then_released(pool, (768, 1024))
+    assert pool.statistics() == {"buffers_pooled": 4, "bytes_pooled": 4 << 20}
+
+
 @pytest.mark.parametrize("make", [
     lambda: em.zeros((10**12,)),
     lambda: em.full((10**6, 10**6), 1.5),

@@ -129,6 +129,9 @@ class BufferPool:
         idle = sorted((k for k, stack in self._free.items()
                        if stack and k != key and asked.get(k, 0.0) < idle_since),
                       key=lambda k: asked.get(k, 0.0))
+        idle_bytes = sum(a.nbytes for k in idle for a in self._free[k])
+        if self._bytes - idle_bytes + array.nbytes > limit:
+            return False  # not enough is idle: give nothing back for nothing
         # Oldest first, one buffer at a time: no more goes back than the room needed.
         for k in idle:
             stack = self._free[k]
@@ -138,8 +141,6 @@ class BufferPool:
             if not stack:
                 del self._free[k]
                 asked.pop(k, None)
-        if self._bytes + array.nbytes > limit:
-            return False
         self._missed.discard(key)
         return True
 
