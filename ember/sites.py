@@ -5,10 +5,11 @@ forward) so that the walk is skipped."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -53,6 +54,23 @@ def is_ember_code(fn: Any) -> bool:
     """Whether ``fn`` is a Python function defined inside the ember package."""
     code = getattr(fn, "__code__", None)
     return code is not None and code.co_filename.startswith(_EMBER_DIR)
+
+
+def pins_site(fn: Callable) -> Callable:
+    """Decorate an ember function that calls no user code: the ops it issues find its
+    caller's line once (one stack walk), not one walk each."""
+
+    @functools.wraps(fn)
+    def pinned(*args: Any, **kwargs: Any) -> Any:
+        if _pinned.site is not None:
+            return fn(*args, **kwargs)
+        _pinned.site = first_site_outside(_EMBER_DIR, sys._getframe(1))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _pinned.site = None
+
+    return pinned
 
 
 @contextlib.contextmanager

@@ -199,6 +199,19 @@ def test_an_ignored_target_adds_nothing_whatever_its_logits(reduction, weighted)
     assert np.isfinite(ours.numpy()).all()
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_of_class_indices_records_one_node(reduction):
+    # Its primitives would record a node each (sixteen for "mean") and their rules would
+    # issue two to three times as many gradient ops; the closed form issues a few.
+    x = em.tensor(np.zeros((4, 3)), device=DEVICE).require_grad()
+    loss = F.cross_entropy(x, em.tensor([0, 1, 2, 1]), reduction=reduction)
+    assert loss._node.op == "cross_entropy"
+    assert loss._node.parents[0] is x._node
+    assert all(p is None for p in loss._node.parents[1:])
+    smoothed = F.cross_entropy(x, em.tensor([0, 1, 2, 1]), label_smoothing=0.1)
+    assert smoothed._node.op != "cross_entropy"  # label smoothing keeps its primitives
+
+
 @lazy_only
 def test_out_of_range_class_index_fails_at_the_read():
     loss = F.cross_entropy(em.zeros((2, 3), dtype=em.float64), em.tensor([0, 5]))

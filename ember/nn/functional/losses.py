@@ -1,4 +1,7 @@
-"""Losses, written from ember primitives: their gradients come from the op rules.
+"""Losses, written from ember primitives: their gradients come from the op rules, except
+cross_entropy of class indices, one recorded node whose rule issues the closed-form
+gradient ``(softmax(x) - onehot(t)) · w[t] · g``: a training step's loss records one node
+and walks one rule, where its primitives record and walk sixteen.
 
 Every loss has PyTorch's signature, defaults and values, for the forward and
 the gradient (checked against ``torch.nn.functional`` in float64). A class
@@ -25,6 +28,9 @@ import numpy as np
 from ember.errors import DTypeError, ShapeError
 from ember.mixed_precision import float32_op
 from ember.ops.elementwise import where
+from ember.ops.gradient_rules import differentiable
+from ember.ops.recording import no_record, record_composite
+from ember.sites import pins_site
 from ember.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -111,6 +117,12 @@ class _Classes:
             loss = loss * self._per_target
         return where(self.valid, loss, 0.0)
 
+    def counted_weights(self) -> Tensor:
+        """``weight[t]`` (1 without ``weight``) where the target counts, 0 where ignored."""
+        if self._per_target is None:
+            return self.valid.astype(self._dtype)
+        return where(self.valid, self._per_target, 0.0)
+
     def total_weight(self) -> Tensor:
         """Σ ``weight[t]`` over the counted targets (their number without ``weight``)."""
         if self._per_target is None:
@@ -166,6 +178,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
 
 
 @float32_op
+@pins_site
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -208,13 +221,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if target.dtype.kind == "f":
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
     _check_target_index(op, target)
-    pick = _Classes(op, input, target, weight, ignore_index)
     if label_smoothing == 0.0:
-        # (logsumexp(x) - x[t]) · w[t]: no (N, C) log_softmax is materialized.
-        loss = pick.weighed(input.logsumexp(pick.dim) - pick.picked(input))
-        if reduction == "mean":
-            return _mean_over(loss.sum(), pick.total_weight())
-        return _reduce(loss, reduction)
+        return _cross_entropy_of_indices(input, target, weight, ignore_index, reduction)
+    pick = _Classes(op, input, target, weight, ignore_index)
     log_p = input - input.logsumexp(pick.dim, keepdim=True)
     nll = pick.weighed(-pick.picked(log_p))
     if weight is None:
@@ -229,6 +238,41 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     else:
         nll, smooth = _reduce(nll, reduction), _reduce(smooth, reduction)
     return (1.0 - label_smoothing) * nll + (label_smoothing / pick.classes) * smooth
+
+
+def _cross_entropy_of_indices(input: Tensor, target: Tensor, weight: Tensor | None,
+                              ignore_index: int, reduction: str) -> Tensor:
+    """``(logsumexp(x) - x[t]) · w[t]``, reduced, recorded as one node (no (N, C)
+    log_softmax is materialized in the forward)."""
+    with no_record():
+        pick = _Classes("cross_entropy", input, target, weight, ignore_index)
+        lse = input.logsumexp(pick.dim)
+        loss = pick.weighed(lse - pick.picked(input))
+        counted = pick.counted_weights()
+        saved: tuple = (input, lse, pick.index, counted)
+        if reduction == "mean":
+            total = counted.sum()
+            saved += (total,)
+            out = loss.sum() / total  # 0 / 0: NaN where no target counts, as in PyTorch
+        else:
+            out = _reduce(loss, reduction)
+    record_composite("cross_entropy", saved, (pick.dim, reduction), out)
+    return out
+
+
+@differentiable("cross_entropy", compute_bound=True)
+def _cross_entropy_backward(ctx: Any, grad: Tensor) -> tuple:
+    """``(softmax(x) - onehot(t)) · w[t] · g`` (divided by the total weight for "mean"; 0
+    when no target counts): the softmax from the saved logsumexp, the one-hot part a
+    scatter of the targets' coefficients."""
+    x, lse, index, counted, *total = ctx.inputs
+    dim, reduction = ctx.attrs
+    if reduction == "mean":
+        grad = grad / where(total[0] == 0, 1.0, total[0])
+    coefficient = (counted * grad).unsqueeze(dim)
+    softmax = (x - lse.unsqueeze(dim)).exp()
+    grad_x = (softmax * coefficient).scatter_add(dim, index, -coefficient)
+    return (grad_x,) + (None,) * (len(ctx.inputs) - 1)
 
 
 def _cross_entropy_probabilities(input: Tensor, target: Tensor, weight: Tensor | None,
