@@ -147,6 +147,8 @@ NUMPY_BY_NAME: dict[str, np.dtype] = _NumpyByName(
 # bfloat16's joins when it is first read (_LazyDType.np), which every path that makes a
 # bfloat16 array does first.
 LOW_PRECISION: set[np.dtype] = {np.dtype(np.float16)}
+# Their IR names: a kernel's per-call test (hashing a NumPy dtype costs five times more).
+LOW_PRECISION_NAMES = frozenset({"float16", "bfloat16"})
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64

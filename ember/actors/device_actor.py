@@ -249,7 +249,9 @@ class DeviceActor:
         self._submitted = self._submit_count()
         self._queued_bytes += nbytes
         n = len(pending)
-        if n == 1 and self._wake_at_once or nbytes >= _WAKE_BYTES:
+        if (n == 1 and self._wake_at_once or nbytes >= _WAKE_BYTES) and not self._wake.is_set():
+            # Set already: the worker has yet to take the last wake-up (or died, and the
+            # next read's _urge revives it). A set costs a lock and a notify.
             self._wake.set()
             self._revive()
         elif n >= _BATCH_OPS and not self._urgent.is_set():  # a set costs a lock and a notify
@@ -375,9 +377,27 @@ class DeviceActor:
                 lane.append(Drop(tensor_id))
                 return
         pending = self._pending
+        if not pending and self._drop_here(tensor_id):
+            return
         pending.append(Drop(tensor_id))
         if len(pending) == 1 and self._wake_at_once:
             self._wake.set()
+
+    def _drop_here(self, tensor_id: int) -> bool:
+        """Free the value now, on this thread, if the device is idle; returns whether it
+        did. Nothing queued can read it: every op that reads it was submitted while its
+        handle lived, so with the queue empty and the turn taken all of them have run."""
+        if (self._at_once_context is None or self._in_step or self._open_lanes
+                or not self._turn.acquire(False)):
+            return False
+        try:
+            executor = self.executor
+            if executor.in_step or self._stopping:
+                return False
+            executor.drop_now(tensor_id)
+            return True
+        finally:
+            self._turn.release()
 
     # ----- caller side: reads that run here ------------------------------------------
 

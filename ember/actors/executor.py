@@ -377,8 +377,16 @@ class Executor:
                 self._failed[msg.out] = err
                 return
         env = self._env
+        ids = msg.inputs
+        # Most ops read one or two values: no comprehension's frame (Python 3.11).
+        if len(ids) == 2:
+            args = [env[ids[0]], env[ids[1]]]
+        elif len(ids) == 1:
+            args = [env[ids[0]]]
+        else:
+            args = [env[i] for i in ids]
         try:
-            value = self.backend.run(msg, [env[i] for i in msg.inputs])
+            value = self.backend.run(msg, args)
         except Exception as exc:
             # No site: an op run at once, whose caller's stack is still below this frame.
             self._failed[msg.out] = kernel_error(msg.op, msg.site or user_site(), exc)

@@ -50,7 +50,9 @@ def call(op: str, inputs: tuple, shape: tuple[int, ...], dtype: DType,
     actor = device._actor or device.actor
     if actor.check_dtype is not None:
         actor.check_dtype(dtype.name, op)
-    ids = (inputs[0]._id,) if len(inputs) == 1 else tuple([t._id for t in inputs])
+    n = len(inputs)
+    ids = ((inputs[0]._id,) if n == 1 else (inputs[0]._id, inputs[1]._id) if n == 2
+           else tuple([t._id for t in inputs]))
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= CHECKED_FROM:
         check_fits(op, shape, dtype, device)

@@ -119,7 +119,9 @@ def binary(op: str, a: Any, b: Any) -> Tensor:
                                              [])
             if op == "sub":
                 _no_bool_sub(a.dtype.kind == "b", b.dtype.kind == "b")
-            out = _apply_rule(rule, op, compute, a, b)
+            out = _tensor_rules.get((op, compute))
+            if out is None:
+                out = _tensor_rules[(op, compute)] = _apply_rule(rule, op, compute, a, b)
             return call(op, (a, b), shape, out, (compute.name,), device)
         return _with_scalar(op, rule, a, b, False)
     if type(b) is not Tensor:
@@ -141,6 +143,10 @@ def _apply_rule(rule: Any, op: str, compute: DType, lhs: Any, rhs: Any) -> DType
     except DTypeError as exc:
         raise DTypeError(f"{exc} (lhs: {_describe(lhs)}, rhs: {_describe(rhs)})") from None
 
+
+# (op, compute dtype) -> output dtype of two tensor operands, for combinations the rules
+# accepted: they decide by the compute dtype alone (a refusal raises again each time).
+_tensor_rules: dict[tuple, DType] = {}
 
 # (op, tensor dtype, scalar type, scalar_is_lhs) -> (compute dtype, output dtype, the
 # scalar's conversion): for Python scalars the rules decide by type alone, so an op's

@@ -123,10 +123,25 @@ def reduce(op: str, x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tenso
     """
     if _mixed.entered and op in _FLOAT32_UNDER_AUTOCAST:
         (x,) = _mixed.to_float32(x)
-    dtype = _RULES[op](op, x.dtype)
-    dims = _reduced_dims(op, x, dim)
-    keepdim = bool(keepdim)
-    return call(op, (x,), _reduced_shape(x.shape, dims, keepdim), dtype, (dims, keepdim))
+    # The common dims (all, or one) key the rules' answer: a loop's reductions repeat.
+    key = ((op, x.shape, x.dtype, dim, keepdim)
+           if (dim is None or type(dim) is int) and type(keepdim) is bool else None)
+    found = _reductions.get(key) if key is not None else None
+    if found is None:
+        dtype = _RULES[op](op, x.dtype)
+        dims = _reduced_dims(op, x, dim)
+        keepdim = bool(keepdim)
+        found = (_reduced_shape(x.shape, dims, keepdim), dtype, (dims, keepdim))
+        if key is not None and len(_reductions) < _MAX_REMEMBERED:
+            _reductions[key] = found
+    shape, dtype, attrs = found
+    return call(op, (x,), shape, dtype, attrs)
+
+
+# (op, shape, dtype, dim, keepdim) -> (output shape, output dtype, attrs) of reductions
+# the rules accepted, for dim None or an int (a refusal raises again each time).
+_reductions: dict[tuple, tuple] = {}
+_MAX_REMEMBERED = 4096
 
 
 def var(op: str, x: Tensor, dim: Dims = None, keepdim: bool = False,

@@ -3,6 +3,8 @@ the value is computed when the op returns, order and failures are as when queued
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,37 @@ def test_drops_queued_while_idle_are_run_before_the_next_op():
         x = x + 1
     assert executor.bytes_held <= held + 2 * x.numpy().nbytes  # old values were freed
     np.testing.assert_array_equal(x.numpy(), [101.0, 102.0])
+
+
+def _wait_until_idle(actor) -> None:
+    """Until the worker sleeps: a sync returns before it lets go of its turn."""
+    deadline = time.monotonic() + 10
+    while actor._turn.locked() or actor._wake.is_set() or actor._pending:
+        assert time.monotonic() < deadline, "the worker never went idle"
+        time.sleep(0.001)
+
+
+def test_a_handle_dropped_on_an_idle_device_frees_its_value_at_once():
+    device = em.cpu(11)
+    x = em.tensor([1.0, 2.0], device=device)
+    big = em.ones(1 << 16, device=device) * 2  # queued (too large to run at once)
+    em.sync(device)
+    y = x + 1
+    executor, y_id, big_id = device.actor.executor, y._id, big._id
+    _wait_until_idle(device.actor)
+    del y, big
+    # No message: nothing queued could read them, so they are gone when del returns.
+    assert not executor.computed(y_id) and not executor.computed(big_id)
+    assert not device.actor._pending
+
+
+@lazy_only
+def test_a_handle_dropped_behind_queued_work_is_freed_in_its_turn():
+    device = em.cpu(11)
+    big = em.ones(1 << 16, device=device) * 3  # queued
+    total = big.sum()  # queued, reads big
+    del big  # must not free big before the sum has read it
+    assert total.item() == 3 * (1 << 16)
 
 
 def test_tiny_ops_inside_a_graphed_step_are_not_run_apart():

@@ -116,6 +116,15 @@ def _made_then_released(pool: numpy_pool.BufferPool, arrays: list[np.ndarray]) -
         del a
 
 
+def test_buffers_too_small_to_pool_are_not_counted_live():
+    pool = numpy_pool.BufferPool()
+    small = np.empty(16, np.float32)  # below the size the pool keeps
+    pool.made(small)
+    assert pool.limit() == 0
+    assert pool.release(small) == small.nbytes  # its bytes, for the device's count
+    assert pool.statistics() == {"buffers_pooled": 0, "bytes_pooled": 0}
+
+
 def test_the_pool_never_exceeds_its_capacity():
     pool = numpy_pool.BufferPool(capacity=1 << 20)
     _made_then_released(pool, [np.empty(1 << 18, np.float32) for _ in range(3)])

@@ -71,6 +71,28 @@ def test_bool_refusals_follow_torch() -> None:
         b - b
 
 
+def test_remembered_dtype_rules_still_refuse_what_the_operands_decide() -> None:
+    # int64 - int64 and int64 - bool compute in int64 alike; the rule's remembered answer
+    # for the first must not let the second through.
+    n, b = em.tensor([3, 4]), em.tensor([True, False])
+    assert (n - n).tolist() == [0, 0]
+    with pytest.raises(em.DTypeError, match=r"help: use a \^ b"):
+        n - b
+    with pytest.raises(em.DTypeError):
+        b - n
+
+
+def test_remembered_reduction_rules_still_refuse_bad_dims() -> None:
+    x = em.ones((2, 3))
+    assert x.sum(1).tolist() == [3.0, 3.0]
+    with pytest.raises(IndexError, match="sum"):
+        x.sum(2)
+    with pytest.raises(em.DTypeError, match="mean"):
+        em.tensor([1, 2]).mean()
+    with pytest.raises(em.DTypeError, match="mean"):
+        em.tensor([1, 2]).mean()  # refused again: refusals are not remembered
+
+
 def test_integer_negative_scalar_power_raises_at_the_call() -> None:
     with pytest.raises(em.DTypeError, match=r"negative integer powers.*help"):
         em.tensor([1, 2, 3]) ** -1

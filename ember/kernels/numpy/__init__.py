@@ -40,7 +40,10 @@ class NumpyBackend:
 
     def run(self, msg: Any, inputs: list) -> Any:
         result = KERNELS[msg.op](msg, self.pool, *inputs)
-        if type(result) is not np.ndarray and isinstance(result, np.generic):
+        if type(result) is np.ndarray:
+            self.pool.made(result)
+            return result
+        if isinstance(result, np.generic):
             # Some NumPy reductions return scalars; the environment holds arrays only.
             return np.asarray(result, dtype=NP[msg.dtype])
         if isinstance(result, np.ndarray):

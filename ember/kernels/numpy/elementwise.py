@@ -14,9 +14,10 @@ import math
 import numpy as np
 
 from ember.dtype import LOW_PRECISION as _LOW_PRECISION
+from ember.dtype import LOW_PRECISION_NAMES as _LOW_PRECISION_NAMES
 from ember.kernels.fusion import powers
 from ember.kernels.numpy import compiled, fast_erf, lazy_scipy
-from ember.kernels.numpy.table import NP, is_array, kernel, namespace
+from ember.kernels.numpy.table import MODULES, NP, is_array, kernel, namespace
 
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
@@ -98,16 +99,18 @@ _COMPARISON = {
 
 
 def _arithmetic_kernel(ufunc_name, op):
+    is_pow = op == "pow"
+
     def run(msg, pool, *inputs):
-        lhs, rhs = _operands(msg, inputs)
-        xp = namespace(lhs, rhs)
+        lhs, rhs = inputs if len(inputs) == 2 else _operands(msg, inputs)
+        xp = MODULES.get(type(lhs)) or namespace(rhs)
         out_dtype = NP[msg.dtype]
-        if op == "pow":
+        if is_pow:
             exponent = powers.lowered_exponent(msg)
             if exponent is not None:
                 return _lowered_pow(xp, exponent, lhs, out_dtype, msg.shape, pool)
         ufunc = getattr(xp, ufunc_name)
-        if out_dtype in _LOW_PRECISION:
+        if msg.dtype in _LOW_PRECISION_NAMES:
             result = ufunc(_widen(lhs, out_dtype), _widen(rhs, out_dtype),
                            out=xp.empty(msg.shape, _F32), dtype=_F32)
             return result.astype(out_dtype)

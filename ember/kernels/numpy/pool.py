@@ -27,9 +27,9 @@ import numpy as np
 # Below this size malloc's own free lists are as fast as a pool lookup.
 _MIN_POOLED_BYTES = 1 << 16
 _CAPACITY_SETTING = os.environ.get("EMBER_POOL_BYTES")
-# How long "recent" is, in releases: the peak of the window before the current one
-# still counts, so a loop's peak survives one window boundary. A guess, long enough
-# to span several training steps of a large model.
+# How long "recent" is, in releases of buffers the pool would keep: the peak of the
+# window before the current one still counts, so a loop's peak survives one window
+# boundary. A guess, long enough to span several training steps of a large model.
 WINDOW_RELEASES = 4096
 # References to a buffer when nothing else holds it: the caller's local, this
 # function's argument, and getrefcount's own argument. A view or a reader's
@@ -84,14 +84,18 @@ class BufferPool:
 
     def give_back(self, array: np.ndarray) -> None:
         """Take back a lent scratch buffer if no one else holds it."""
+        if array.nbytes < _MIN_POOLED_BYTES:
+            return
         self._live = max(self._live - array.nbytes, 0)
         if (sys.getrefcount(array) <= _REFS_WHEN_UNSHARED
                 and self._bytes + array.nbytes <= self.limit()):
             self._keep(array)
 
     def made(self, value: np.ndarray) -> None:
-        """Count a value the device now holds (a kernel's output, an upload) as live."""
-        if type(value) is np.ndarray and value.base is None:
+        """Count a value the device now holds (a kernel's output, an upload) as live; only
+        buffers the pool would keep count (the peak bounds what it keeps)."""
+        if (type(value) is np.ndarray and value.base is None
+                and value.nbytes >= _MIN_POOLED_BYTES):
             live = self._live + value.nbytes
             self._live = live
             if live > self._peak:
@@ -107,11 +111,13 @@ class BufferPool:
         if type(array) is not np.ndarray or array.base is not None:
             return 0
         nbytes = array.nbytes
+        if nbytes < _MIN_POOLED_BYTES:  # never counted live, never kept
+            return nbytes
         self._live = max(self._live - nbytes, 0)  # values made elsewhere were never counted
         self._releases += 1
         if self._releases >= WINDOW_RELEASES:
             self._next_window()
-        if (nbytes >= _MIN_POOLED_BYTES and sys.getrefcount(array) <= _REFS_WHEN_UNSHARED
+        if (sys.getrefcount(array) <= _REFS_WHEN_UNSHARED
                 and array.flags.c_contiguous and array.flags.writeable
                 and (self._bytes + nbytes <= self.limit() or self._make_room(array))):
             self._keep(array)

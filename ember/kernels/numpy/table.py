@@ -38,7 +38,7 @@ refuse(KERNELS, "CPU", REFUSED_OPS)
 # Array type → the module that computes on it. Kernels written against this table's
 # NumPy names run on any registered module that mirrors NumPy (a GPU backend registers
 # its own array type), so each op's kernel is written once.
-_MODULES: dict[type, Any] = {np.ndarray: np}
+MODULES: dict[type, Any] = {np.ndarray: np}
 _ARRAY_TYPES: tuple[type, ...] = (np.ndarray,)
 _TO_NUMPY: dict[type, Callable[[Any], np.ndarray]] = {np.ndarray: lambda array: array}
 
@@ -48,9 +48,9 @@ def register_array_type(array_type: type, module: Any,
     """Let kernels compute on ``array_type`` through ``module`` (NumPy's API, e.g. CuPy);
     ``to_numpy`` copies one to the host (a transfer to a CPU device)."""
     global _ARRAY_TYPES
-    _MODULES[array_type] = module
+    MODULES[array_type] = module
     _TO_NUMPY[array_type] = to_numpy
-    _ARRAY_TYPES = tuple(_MODULES)
+    _ARRAY_TYPES = tuple(MODULES)
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -61,7 +61,7 @@ def to_numpy(value: Any) -> np.ndarray:
 def namespace(*values: Any) -> Any:
     """The array module of the first array among ``values`` (NumPy if there is none)."""
     for value in values:
-        module = _MODULES.get(type(value))
+        module = MODULES.get(type(value))
         if module is not None:
             return module
     return np
