@@ -65,8 +65,18 @@ def _is_checkpoint(parent: Node | None) -> bool:
 def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
     """Record a node for an op on an autodiff device, after its outputs exist; ops reach it
     through ``ember.ops.recording.record``, which skips it while recording is paused."""
-    parents = tuple([t._node for t in inputs])
-    if parents.count(None) == len(parents) or op in NOT_DIFFERENTIABLE:
+    # One or two inputs, most ops: no comprehension's frame (Python 3.11), three times.
+    n = len(inputs)
+    if n == 1:
+        a = inputs[0]
+        parents, shapes, dtypes = (a._node,), (a.shape,), (a.dtype,)
+    elif n == 2:
+        a, b = inputs
+        parents, shapes, dtypes = (a._node, b._node), (a.shape, b.shape), (a.dtype, b.dtype)
+    else:
+        parents = tuple([t._node for t in inputs])
+        shapes, dtypes = tuple([t.shape for t in inputs]), tuple([t.dtype for t in inputs])
+    if parents.count(None) == n or op in NOT_DIFFERENTIABLE:
         return
     multi = len(outputs) > 1
     if multi:
@@ -79,8 +89,7 @@ def record(op: str, inputs: tuple, attrs: tuple, outputs: tuple) -> None:
         raise EmberError(f"{op}: no gradient rule is defined for this op; help: call .detach() "
                          f"on its tracked inputs if no gradient should flow through it")
     device = outputs[0].device
-    node = Node(op, rule, attrs, parents, tuple([t.shape for t in inputs]),
-                tuple([t.dtype for t in inputs]),
+    node = Node(op, rule, attrs, parents, shapes, dtypes,
                 tuple(o.shape for o in outputs) if multi else outputs[0].shape,
                 tuple(o.dtype for o in outputs) if multi else outputs[0].dtype, device)
     balanced = device.checkpointing == "balanced"

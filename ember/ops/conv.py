@@ -36,6 +36,18 @@ declare(OTHER, "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "conv
 
 def _ints(op: str, name: str, value: Any, n: int, minimum: int) -> tuple[int, ...]:
     """An int or a sequence of ``n`` ints, each at least ``minimum``, as an ``n``-tuple."""
+    # What layers pass every call, checked without building anything: a plain int, or a
+    # tuple of n plain ints (bools, whose type is not int, take the long way).
+    kind = type(value)
+    if kind is int:
+        if value >= minimum:
+            return (value,) * n
+    elif kind is tuple and len(value) == n:
+        for item in value:
+            if type(item) is not int or item < minimum:
+                break
+        else:
+            return value
     items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
     if len(items) != n:
         raise ShapeError(f"{op}: {name} must be an int or {n} ints, got {value!r}")
@@ -57,6 +69,16 @@ def _input_rank(op: str, x: Tensor, spatial: int, layout: str) -> None:
 
 def _floating(op: str, named: dict[str, Tensor | None], allow_int: bool = False) -> None:
     """Tensors of one floating dtype (or one integer dtype where ``allow_int``)."""
+    dtype = None
+    for t in named.values():  # the common case, checked without building anything
+        if t is None:
+            continue
+        if type(t) is not Tensor or t.dtype.kind != "f" or (dtype is not None
+                                                           and t.dtype is not dtype):
+            break
+        dtype = t.dtype
+    else:
+        return
     present = {k: t for k, t in named.items() if t is not None}
     for name, t in present.items():
         if not isinstance(t, Tensor):

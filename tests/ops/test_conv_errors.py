@@ -166,3 +166,16 @@ def test_shapes_are_known_and_errors_raised_at_the_call() -> None:
     with pytest.raises(em.ShapeError, match=r"conv2d: kernel .* input \(2, 4, 2, 2\)"):
         F.conv2d(z, em.ones(4, 4, 3, 3))
     assert z.numpy().shape == (2, 4, 2, 2)
+
+
+@pytest.mark.parametrize("stride", [True, (1, True), (0, 1), -1, (1,), [1, 0], 1.0])
+def test_window_arguments_refused_after_plain_ones_passed(stride) -> None:
+    # Plain ints and tuples of them pass a short check; everything else (bools, too few,
+    # too small, floats) still meets the full one and its error.
+    x, w = em.ones(1, 2, 5, 5), em.ones(3, 2, 3, 3)
+    F.conv2d(x, w, stride=(1, 1))
+    F.max_pool2d(x, 2, stride=(2, 2))
+    with pytest.raises((TypeError, em.ShapeError), match="conv2d: stride"):
+        F.conv2d(x, w, stride=stride)
+    with pytest.raises((TypeError, em.ShapeError), match="max_pool2d: stride"):
+        F.max_pool2d(x, 2, stride=stride)
